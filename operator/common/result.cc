@@ -15,6 +15,7 @@ const char* ToString(ErrorCode code) {
     case ErrorCode::kResourceExhausted: return "ResourceExhausted";
     case ErrorCode::kUnavailable: return "Unavailable";
     case ErrorCode::kDeadlineExceeded: return "DeadlineExceeded";
+    case ErrorCode::kExpired: return "Expired";
     case ErrorCode::kInternal: return "Internal";
   }
   return "Unknown";

@@ -24,6 +24,7 @@ enum class ErrorCode {
   kResourceExhausted,
   kUnavailable,         // transient; retry with backoff
   kDeadlineExceeded,
+  kExpired,             // a version or cursor is too old (HTTP 410 Gone); start over from a fresh list
   kInternal,
 };
 

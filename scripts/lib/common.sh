@@ -1,0 +1,35 @@
+# Shared by scripts/*: where cached tools live and how to find them.
+# Sourced, not run. Keep in sync with nothing else: this is the one place.
+
+FULCRUM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+FULCRUM_CACHE="${FULCRUM_CACHE:-$HOME/.cache/fulcrum}"
+FULCRUM_TOOLS_DIR="$FULCRUM_ROOT/tests/cluster/tools"
+
+# Versions we build. Changing one here (and regenerating its go.mod) changes the
+# cache key, so a new version is built next to the old one, never over it.
+KUBERNETES_VERSION=v1.34.4
+CUDA_RUNTIME_WHEEL=nvidia-cuda-runtime==13.5.37
+NCCL_WHEEL=nvidia-nccl-cu13==2.32.3
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# The cache folder of one Go tool: named by its module version and a hash of its
+# go.mod and go.sum, so any change to what we build gives a new folder.
+go_tool_dir() {
+  local tool=$1 module_dir="$FULCRUM_TOOLS_DIR/$1" version hash
+  version=$(sed -n 's/^require \([^ ]*\) \(v[^ ]*\)$/\2/p' "$module_dir/go.mod" | head -1)
+  [[ -n $version ]] || die "cannot read the pinned version from $module_dir/go.mod"
+  hash=$(cat "$module_dir/go.mod" "$module_dir/go.sum" | sha256sum | cut -c1-12)
+  printf '%s/%s-%s-%s' "$FULCRUM_CACHE" "$tool" "$version" "$hash"
+}
+
+# Directory of the built binaries of a tool, or fail with the fix.
+go_tool_bin() {
+  local dir
+  dir="$(go_tool_dir "$1")"
+  [[ -f $dir/.complete ]] || die "$1 binaries are not built ($dir missing); run scripts/setup"
+  printf '%s/bin' "$dir"
+}
+
+cuda_dir() { printf '%s/cuda-%s' "$FULCRUM_CACHE" "$(printf '%s %s' "$CUDA_RUNTIME_WHEEL" "$NCCL_WHEEL" | sha256sum | cut -c1-12)"; }
