@@ -33,12 +33,12 @@ Result<std::string> DecodeBase64(const std::string& text, const std::string& fie
 }
 
 // A named entry (clusters[], users[], contexts[]) of a kubeconfig.
-YAML::Node FindNamed(const YAML::Node& list, const std::string& name) {
-  if (!list || !list.IsSequence()) return {};
+std::optional<YAML::Node> FindNamed(const YAML::Node& list, const std::string& name) {
+  if (!list || !list.IsSequence()) return std::nullopt;
   for (const auto& entry : list) {
     if (entry["name"] && entry["name"].as<std::string>("") == name) return entry;
   }
-  return {};
+  return std::nullopt;
 }
 
 std::string Names(const YAML::Node& list) {
@@ -78,11 +78,11 @@ Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& fi
     return error("current-context", "is not set and no context was given; pass --context (have: " +
                                         Names(root["contexts"]) + ")");
   }
-  const YAML::Node context_entry = FindNamed(root["contexts"], context_name);
+  const auto context_entry = FindNamed(root["contexts"], context_name);
   if (!context_entry) {
     return error("contexts", "has no context named '" + context_name + "' (have: " + Names(root["contexts"]) + ")");
   }
-  const YAML::Node context = context_entry["context"];
+  const YAML::Node context = (*context_entry)["context"];
   const std::string context_field = "contexts[" + context_name + "].context";
   if (!context || !context["cluster"]) return error(context_field + ".cluster", "is missing");
 
@@ -91,12 +91,12 @@ Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& fi
   const fs::path base = file.has_parent_path() ? file.parent_path() : fs::path(".");
 
   const std::string cluster_name = context["cluster"].as<std::string>("");
-  const YAML::Node cluster_entry = FindNamed(root["clusters"], cluster_name);
-  if (!cluster_entry || !cluster_entry["cluster"]) {
+  const auto cluster_entry = FindNamed(root["clusters"], cluster_name);
+  if (!cluster_entry || !(*cluster_entry)["cluster"]) {
     return error(context_field + ".cluster",
                  "names cluster '" + cluster_name + "', which is not in clusters (have: " + Names(root["clusters"]) + ")");
   }
-  const YAML::Node cluster = cluster_entry["cluster"];
+  const YAML::Node cluster = (*cluster_entry)["cluster"];
   const std::string cluster_field = "clusters[" + cluster_name + "].cluster";
   config.server = cluster["server"].as<std::string>("");
   if (config.server.rfind("https://", 0) != 0 && config.server.rfind("http://", 0) != 0) {
@@ -115,12 +115,12 @@ Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& fi
 
   if (context["user"]) {
     const std::string user_name = context["user"].as<std::string>("");
-    const YAML::Node user_entry = FindNamed(root["users"], user_name);
+    const auto user_entry = FindNamed(root["users"], user_name);
     if (!user_entry) {
       return error(context_field + ".user",
                    "names user '" + user_name + "', which is not in users (have: " + Names(root["users"]) + ")");
     }
-    const YAML::Node user = user_entry["user"];
+    const YAML::Node user = (*user_entry)["user"];
     const std::string user_field = "users[" + user_name + "].user";
     if (user) {
       for (const char* unsupported : {"exec", "auth-provider", "username", "as"}) {
