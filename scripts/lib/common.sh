@@ -9,6 +9,8 @@ FULCRUM_TOOLS_DIR="$FULCRUM_ROOT/tests/cluster/tools"
 # cache key, so a new version is built next to the old one, never over it.
 KUBERNETES_VERSION=v1.34.4
 CUDA_RUNTIME_WHEEL=nvidia-cuda-runtime==13.5.37
+CUDA_CRT_WHEEL=nvidia-cuda-crt==13.5.37     # crt/ headers that cuda_runtime_api.h includes
+CUDA_CCCL_WHEEL=nvidia-cuda-cccl==13.3.5.0.6  # nv/target, included by cuda_fp16.h (via nccl.h)
 NCCL_WHEEL=nvidia-nccl-cu13==2.32.3
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -32,4 +34,4 @@ go_tool_bin() {
   printf '%s/bin' "$dir"
 }
 
-cuda_dir() { printf '%s/cuda-%s' "$FULCRUM_CACHE" "$(printf '%s %s' "$CUDA_RUNTIME_WHEEL" "$NCCL_WHEEL" | sha256sum | cut -c1-12)"; }
+cuda_dir() { printf '%s/cuda-%s' "$FULCRUM_CACHE" "$(printf '%s ' "$CUDA_RUNTIME_WHEEL" "$CUDA_CRT_WHEEL" "$CUDA_CCCL_WHEEL" "$NCCL_WHEEL" | sha256sum | cut -c1-12)"; }
