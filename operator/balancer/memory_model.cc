@@ -20,7 +20,10 @@ void MemoryModel::ObserveOutOfMemory(int micro_batch) {
   out_of_memory_cap_ = std::min(out_of_memory_cap_, std::max(0, micro_batch - 1));
 }
 
-int MaxBatch_FromFit(const WeightedLineFit& peaks, double budget_bytes) {
+namespace {
+
+// The largest b with m0 + m1·b <= budget, from the fitted peaks; unlimited without a fit.
+int FittedMaxBatch(const WeightedLineFit& peaks, double budget_bytes) {
   const std::optional<Line> line = peaks.Solve();
   if (!line || line->slope <= 0.0) return std::numeric_limits<int>::max();
   const double batches = std::floor((budget_bytes - line->intercept) / line->slope);
@@ -28,12 +31,14 @@ int MaxBatch_FromFit(const WeightedLineFit& peaks, double budget_bytes) {
   return static_cast<int>(std::max(0.0, batches));
 }
 
+}  // namespace
+
 int MemoryModel::MaxBatch() const {
   int cap = std::min(out_of_memory_cap_,
                      user_max_batch_ > 0 ? user_max_batch_ : std::numeric_limits<int>::max());
   if (capacity_bytes_ > 0) {
     // Extrapolating the fit is only trusted above what has already been seen to fit.
-    const int fitted = MaxBatch_FromFit(peaks_, headroom_ * capacity_bytes_);
+    const int fitted = FittedMaxBatch(peaks_, headroom_ * capacity_bytes_);
     cap = std::min(cap, std::max(fitted, largest_fitting_batch_));
   }
   return cap;

@@ -23,8 +23,7 @@ using CostedWorker = std::pair<double, std::size_t>;
 
 // Hands out the missing samples one at a time to the worker whose next sample costs least.
 // Exact for nondecreasing costs: the picks are the smallest remaining increments overall.
-void GrowToTotal(std::span<const SplitWorker> workers, std::vector<int>& batches,
-                 int64_t missing) {
+void GrowToTotal(std::span<const SplitWorker> workers, std::vector<int>& batches, int64_t missing) {
   std::priority_queue<CostedWorker, std::vector<CostedWorker>, std::greater<>> cheapest;
   for (std::size_t i = 0; i < workers.size(); ++i) {
     if (batches[i] < workers[i].hi) cheapest.emplace(SplitCost(workers[i], batches[i] + 1), i);
@@ -106,10 +105,11 @@ Result<std::vector<int>> MinMaxSplit(std::span<const SplitWorker> workers, int t
     hi_sum += w.hi;
   }
   if (workers.empty() || lo_sum > total || hi_sum < total) {
-    return MakeError(ErrorCode::kInfeasible,
-                     "no split of " + std::to_string(total) + " samples fits the bounds (sum of "
-                     "minimums " + std::to_string(lo_sum) + ", sum of maximums " +
-                     std::to_string(hi_sum) + ")");
+    return MakeError(ErrorCode::kInfeasible, "no split of " + std::to_string(total) +
+                                                 " samples fits the bounds (sum of "
+                                                 "minimums " +
+                                                 std::to_string(lo_sum) + ", sum of maximums " +
+                                                 std::to_string(hi_sum) + ")");
   }
   // Every integer split's bottleneck is at least the continuous level and at least each
   // worker's cost at its minimum. Shading the level by a relative 1e-9 keeps rounding in the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace fulcrum::balancer {
 
@@ -22,8 +23,7 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
   }
   const double residual = seconds / estimate_.Seconds(batch) - 1.0;
   const double magnitude = std::abs(residual);
-  const double threshold =
-      std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual);
+  const double threshold = std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual);
   if (observations_ >= config_.warmup_observations && magnitude > threshold) {
     const int side = residual > 0.0 ? 1 : -1;
     if (side != suspect_side_) suspects_.clear();
@@ -42,8 +42,8 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
   AddPoint(batch, seconds, huber);
   // Mean absolute residual × 1.25 estimates a normal standard deviation; clipping the input
   // keeps single spikes from inflating it.
-  noise_ = std::max(config_.min_noise,
-                    0.95 * noise_ + 0.05 * 1.25 * std::min(magnitude, 3.0 * noise_));
+  noise_ =
+      std::max(config_.min_noise, 0.95 * noise_ + 0.05 * 1.25 * std::min(magnitude, 3.0 * noise_));
   ++observations_;
   Refit();
   return ObservationOutcome::kAccepted;
@@ -78,10 +78,14 @@ void ComputeTimeModel::StartNewRegime() {
 
 void ComputeTimeModel::Refit() {
   estimate_ = Fit();
-  const double mean = data_.mean_x();
-  const bool spread_enough =
-      mean > 0.0 && std::sqrt(data_.variance_x()) >= config_.identifiable_spread * mean;
-  if (spread_enough && effective_observations_ >= config_.identifiable_observations) {
+  // Weights are 1/time², so the residuals are relative and their variance is noise²; the
+  // slope's variance from the data alone is then noise² / Σ w (b − b̄)².
+  const double slope_information = data_.total_weight() * data_.variance_x();
+  const double slope_error =
+      slope_information > 0.0 ? noise_ / std::sqrt(slope_information) / estimate_.seconds_per_sample
+                              : std::numeric_limits<double>::infinity();
+  if (slope_error <= config_.identifiable_slope_error &&
+      effective_observations_ >= config_.identifiable_observations) {
     identified_ = true;
     anchor_ = estimate_;
   }
@@ -94,9 +98,11 @@ LinearCost ComputeTimeModel::Fit() const {
   const double anchor_level = anchor_.fixed_seconds * data_.total_weight() +
                               anchor_.seconds_per_sample * data_.weighted_x();
   const LinearCost anchored = anchor_.Scaled(data_.weighted_y() / anchor_level);
+  // Two pseudo-observations close together (±10%): they carry the shape's slope with little
+  // weight, so real spread in the data outvotes them quickly.
   WeightedLineFit combined = data_;
   const double center = data_.mean_x();
-  for (const double x : {0.5 * center, 1.5 * center}) {
+  for (const double x : {0.9 * center, 1.1 * center}) {
     const double y = anchored.Seconds(x);
     combined.Add(x, y, 0.5 * config_.anchor_weight / (y * y));
   }

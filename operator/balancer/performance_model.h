@@ -22,16 +22,18 @@ struct LinearCost {
 };
 
 struct FitterConfig {
-  double forgetting = 0.98;       // weight an observation keeps per newer one (~50-step memory)
-  double anchor_weight = 2.0;     // observations' worth of pull toward the last known shape
-  double initial_noise = 0.05;    // relative timing noise assumed before the data says
-  double min_noise = 0.005;       // floor, so noiseless data does not make every step an outlier
-  double outlier_sigmas = 4.0;    // residuals beyond this many noise units are suspect...
+  double forgetting = 0.98;     // weight an observation keeps per newer one (~50-step memory)
+  double anchor_weight = 0.5;   // observations' worth of pull toward the last known shape
+  double initial_noise = 0.05;  // relative timing noise assumed before the data says
+  double min_noise = 0.005;     // floor, so noiseless data does not make every step an outlier
+  double outlier_sigmas = 4.0;  // residuals beyond this many noise units are suspect...
   double min_outlier_residual = 0.15;  // ...and never below 15%
-  int warmup_observations = 5;    // no rejection until the model has seen this many
-  int regime_change_run = 3;      // consecutive same-side outliers that mean a real change
-  double identifiable_spread = 0.04;   // relative std. dev. of batch sizes that separates a, k
-  double identifiable_observations = 8.0;  // effective observations needed as well
+  int warmup_observations = 5;         // no rejection until the model has seen this many
+  int regime_change_run = 3;           // consecutive same-side outliers that mean a real change
+  // a and k count as separated once the data alone pins k down to this relative standard
+  // error, after at least this many effective observations.
+  double identifiable_slope_error = 0.03;
+  double identifiable_observations = 8.0;
 };
 
 enum class ObservationOutcome {
@@ -50,7 +52,7 @@ class ComputeTimeModel {
   Result<ObservationOutcome> Observe(double batch, double seconds);
 
   const LinearCost& estimate() const { return estimate_; }
-  // True once the batch sizes seen spread enough to separate a from k; the controller
+  // True once the batch sizes seen spread enough to pin k down; the controller
   // dithers batch sizes until then. Kept across a regime change (the shape is kept too).
   bool identified() const { return identified_; }
   int observations() const { return observations_; }
@@ -63,7 +65,7 @@ class ComputeTimeModel {
   LinearCost Fit() const;
 
   FitterConfig config_;
-  LinearCost anchor_;    // the shape the data cannot resolve on its own comes from here
+  LinearCost anchor_;  // the shape the data cannot resolve on its own comes from here
   LinearCost estimate_;
   WeightedLineFit data_;
   double effective_observations_ = 0.0;

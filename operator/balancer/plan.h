@@ -27,9 +27,9 @@ struct PlanRequest {
 
 struct WorkerAssignment {
   std::string id;
-  int batch = 0;                  // samples per optimizer step; the batches sum to B
-  int micro_batch = 0;            // largest micro-batch, ceil(batch / accumulation_steps) <= M
-  double compute_seconds = 0.0;   // predicted c_i for this batch
+  int batch = 0;                 // samples per optimizer step; the batches sum to B
+  int micro_batch = 0;           // largest micro-batch, ceil(batch / accumulation_steps) <= M
+  double compute_seconds = 0.0;  // predicted c_i for this batch
 };
 
 struct Plan {

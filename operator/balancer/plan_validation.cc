@@ -18,8 +18,7 @@ Status ValidateWorker(const WorkerSpec& worker, std::size_t index) {
     return InvalidArgument(WorkerField(index, "fixed_seconds"), "must be a finite number >= 0");
   }
   if (!std::isfinite(worker.seconds_per_sample) || worker.seconds_per_sample <= 0.0) {
-    return InvalidArgument(WorkerField(index, "seconds_per_sample"),
-                           "must be a finite number > 0");
+    return InvalidArgument(WorkerField(index, "seconds_per_sample"), "must be a finite number > 0");
   }
   if (worker.min_batch < 0) {
     return InvalidArgument(WorkerField(index, "min_batch"), "must be an integer >= 0");

@@ -58,9 +58,8 @@ Result<Plan> MakePlan(const PlanRequest& request, const Policy& policy) {
   if (!batches.ok()) return batches.error();
   // X_UB is the optimum for the same B and the same accumulation; the optimal policy's own
   // answer is that optimum, so it is not solved twice.
-  Result<std::vector<int>> best = policy.kind() == PolicyKind::kOptimal
-                                      ? batches
-                                      : MinMaxSplit(split, request.global_batch);
+  Result<std::vector<int>> best =
+      policy.kind() == PolicyKind::kOptimal ? batches : MinMaxSplit(split, request.global_batch);
   if (!best.ok()) return best.error();
 
   Plan plan;

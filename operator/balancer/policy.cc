@@ -8,9 +8,12 @@ namespace fulcrum::balancer {
 
 std::unique_ptr<Policy> MakePolicy(PolicyKind kind) {
   switch (kind) {
-    case PolicyKind::kProportional: return std::make_unique<ProportionalPolicy>();
-    case PolicyKind::kEqual: return std::make_unique<EqualPolicy>();
-    case PolicyKind::kOptimal: break;
+    case PolicyKind::kProportional:
+      return std::make_unique<ProportionalPolicy>();
+    case PolicyKind::kEqual:
+      return std::make_unique<EqualPolicy>();
+    case PolicyKind::kOptimal:
+      break;
   }
   return std::make_unique<OptimalPolicy>();
 }

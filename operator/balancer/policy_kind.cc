@@ -13,9 +13,12 @@ constexpr std::array kAllPolicies = {PolicyKind::kOptimal, PolicyKind::kProporti
 
 std::string_view ToString(PolicyKind kind) {
   switch (kind) {
-    case PolicyKind::kOptimal: return "optimal";
-    case PolicyKind::kProportional: return "proportional";
-    case PolicyKind::kEqual: return "equal";
+    case PolicyKind::kOptimal:
+      return "optimal";
+    case PolicyKind::kProportional:
+      return "proportional";
+    case PolicyKind::kEqual:
+      return "equal";
   }
   return "unknown";
 }

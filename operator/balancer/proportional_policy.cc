@@ -6,8 +6,8 @@ namespace fulcrum::balancer {
 
 Result<std::vector<int>> ProportionalPolicy::Split(const SplitProblem& problem) const {
   // Throughput is measured where the worker runs now; before any plan, at the equal share.
-  const int equal_share =
-      std::max(1, problem.total / static_cast<int>(std::max<std::size_t>(1, problem.workers.size())));
+  const int equal_share = std::max(
+      1, problem.total / static_cast<int>(std::max<std::size_t>(1, problem.workers.size())));
   std::vector<SplitWorker> by_throughput(problem.workers.begin(), problem.workers.end());
   for (std::size_t i = 0; i < by_throughput.size(); ++i) {
     const int current = i < problem.current_batches.size() ? problem.current_batches[i] : 0;

@@ -1,0 +1,267 @@
+#include "operator/balancer/controller.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "operator/balancer/dither.h"
+#include "operator/balancer/gpu_catalog.h"
+#include "operator/balancer/planner.h"
+
+namespace fulcrum::balancer {
+namespace {
+
+// Before anything is measured, costs are only relative: 1 ms per sample at V100 speed.
+constexpr double kUnmeasuredSecondsPerSample = 1e-3;
+
+double Median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string joined;
+  for (const std::string& item : items) joined += (joined.empty() ? "" : ", ") + item;
+  return joined;
+}
+
+Status ValidateConfig(const ControllerConfig& config) {
+  if (config.global_batch < 1) return InvalidArgument("global_batch", "must be an integer >= 1");
+  if (config.interval_steps < 1) {
+    return InvalidArgument("interval_steps", "must be an integer >= 1");
+  }
+  if (!std::isfinite(config.min_gain) || config.min_gain < 0.0 || config.min_gain >= 1.0) {
+    return InvalidArgument("min_gain", "must be a number in [0, 1), e.g. 0.05 for 5%");
+  }
+  if (!(config.memory_headroom > 0.0 && config.memory_headroom <= 1.0)) {
+    return InvalidArgument("memory_headroom", "must be a number in (0, 1], e.g. 0.9");
+  }
+  if (!(config.dither_fraction >= 0.0 && config.dither_fraction <= 0.5)) {
+    return InvalidArgument("dither_fraction", "must be a number in [0, 0.5]");
+  }
+  if (config.dither_period_steps < 1) {
+    return InvalidArgument("dither_period_steps", "must be an integer >= 1");
+  }
+  return Ok();
+}
+
+Status ValidateReport(const StepReport& report) {
+  if (report.step < 0) return InvalidArgument("step", "must be >= 0");
+  if (report.local_batch < 0) return InvalidArgument("local_batch", "must be >= 0");
+  if (report.accumulation_steps < 1) {
+    return InvalidArgument("accumulation_steps", "must be >= 1");
+  }
+  if (!std::isfinite(report.compute_seconds) || report.compute_seconds < 0.0) {
+    return InvalidArgument("compute_seconds", "must be a finite number >= 0");
+  }
+  if (!std::isfinite(report.comm_seconds) || report.comm_seconds < 0.0) {
+    return InvalidArgument("comm_seconds", "must be a finite number >= 0");
+  }
+  if (report.peak_memory_bytes < 0) return InvalidArgument("peak_memory_bytes", "must be >= 0");
+  return Ok();
+}
+
+}  // namespace
+
+Result<Controller> Controller::Create(ControllerConfig config) {
+  if (Status status = ValidateConfig(config); !status.ok()) return status.error();
+  return Controller(std::move(config));
+}
+
+Controller::Controller(ControllerConfig config)
+    : config_(std::move(config)), policy_(MakePolicy(config_.policy)) {}
+
+Controller::Worker* Controller::Find(std::string_view id) {
+  for (Worker& worker : workers_) {
+    if (worker.info.id == id) return &worker;
+  }
+  return nullptr;
+}
+
+const Controller::Worker* Controller::Find(std::string_view id) const {
+  return const_cast<Controller*>(this)->Find(id);
+}
+
+std::optional<LinearCost> Controller::FittedCost(std::string_view id) const {
+  const Worker* worker = Find(id);
+  if (worker == nullptr) return std::nullopt;
+  return worker->compute.estimate();
+}
+
+// A newcomer's prior: what the measured workers cost per unit of catalog speed, divided by
+// its own speed. The first plan after a join is then already close, not a guess.
+LinearCost Controller::PriorFor(double relative_speed) const {
+  std::vector<double> fixed;
+  std::vector<double> per_sample;
+  for (const Worker& worker : workers_) {
+    if (worker.compute.observations() == 0) continue;
+    fixed.push_back(worker.compute.estimate().fixed_seconds * worker.relative_speed);
+    per_sample.push_back(worker.compute.estimate().seconds_per_sample * worker.relative_speed);
+  }
+  if (fixed.empty()) return {0.0, kUnmeasuredSecondsPerSample / relative_speed};
+  return {Median(fixed) / relative_speed, Median(per_sample) / relative_speed};
+}
+
+Status Controller::AddWorker(const WorkerInfo& info) {
+  if (info.id.empty()) return InvalidArgument("id", "must not be empty");
+  if (Find(info.id) != nullptr) {
+    return Error{ErrorCode::kAlreadyExists, "worker \"" + info.id + "\" is already a member", "id"};
+  }
+  if (info.min_batch < 0) return InvalidArgument("min_batch", "must be >= 0");
+  if (info.max_batch < 0) return InvalidArgument("max_batch", "must be >= 0 (0 for no cap)");
+  if (info.memory_bytes < 0) return InvalidArgument("memory_bytes", "must be >= 0");
+  const std::optional<GpuProfile> gpu = LookupGpu(info.gpu_product);
+  const double speed = gpu ? gpu->relative_speed : 1.0;
+  const int64_t memory = info.memory_bytes > 0 ? info.memory_bytes : (gpu ? gpu->memory_bytes : 0);
+  workers_.push_back(Worker{info, speed, ComputeTimeModel(PriorFor(speed), config_.fitter),
+                            MemoryModel(memory, info.max_batch, config_.memory_headroom)});
+  std::erase(left_, info.id);
+  joined_.push_back(info.id);
+  return Ok();
+}
+
+Status Controller::RemoveWorker(std::string_view id) {
+  const auto it = std::find_if(workers_.begin(), workers_.end(),
+                               [&](const Worker& worker) { return worker.info.id == id; });
+  if (it == workers_.end()) {
+    return Error{ErrorCode::kNotFound, "no worker \"" + std::string(id) + "\"", "id"};
+  }
+  workers_.erase(it);
+  if (std::erase(joined_, std::string(id)) == 0) left_.emplace_back(id);
+  return Ok();
+}
+
+Status Controller::Observe(const StepReport& report) {
+  Worker* worker = Find(report.worker_id);
+  if (worker == nullptr) {
+    return Error{ErrorCode::kNotFound,
+                 "unknown worker \"" + report.worker_id + "\": add it before it reports",
+                 "worker_id"};
+  }
+  if (Status status = ValidateReport(report); !status.ok()) return status;
+  const int micro_batch =
+      (report.local_batch + report.accumulation_steps - 1) / report.accumulation_steps;
+  if (report.out_of_memory) {
+    worker->memory.ObserveOutOfMemory(micro_batch);
+    out_of_memory_.push_back(report.worker_id + " at micro-batch " + std::to_string(micro_batch));
+    return Ok();
+  }
+  if (report.local_batch > 0 && report.compute_seconds > 0.0) {
+    // The model is per micro-step: s micro-steps of b/s samples cost s·(a + k·b/s).
+    const double steps = report.accumulation_steps;
+    Result<ObservationOutcome> outcome =
+        worker->compute.Observe(report.local_batch / steps, report.compute_seconds / steps);
+    if (!outcome.ok()) return outcome.error();
+  }
+  worker->memory.ObservePeak(micro_batch, report.peak_memory_bytes);
+  communication_.Observe(report.step, report.comm_seconds);
+  return Ok();
+}
+
+PlanRequest Controller::BuildRequest() const {
+  PlanRequest request;
+  request.global_batch = config_.global_batch;
+  request.tail_seconds = communication_.TailSeconds();
+  request.allow_accumulation = config_.allow_accumulation;
+  for (const Worker& worker : workers_) {
+    const int max_batch = std::min(worker.memory.MaxBatch(), config_.global_batch);
+    WorkerSpec spec{worker.info.id,
+                    worker.compute.estimate().fixed_seconds,
+                    worker.compute.estimate().seconds_per_sample,
+                    std::min(worker.info.min_batch, max_batch),
+                    max_batch,
+                    0};
+    if (plan_) {
+      for (const WorkerAssignment& assignment : plan_->workers) {
+        if (assignment.id == spec.id) spec.current_batch = assignment.batch;
+      }
+    }
+    request.workers.push_back(std::move(spec));
+  }
+  return request;
+}
+
+std::optional<std::string> Controller::ForcedReason() const {
+  if (!plan_) return "first plan";
+  std::vector<std::string> reasons;
+  if (!joined_.empty()) reasons.push_back("joined: " + Join(joined_));
+  if (!left_.empty()) reasons.push_back("left: " + Join(left_));
+  if (!out_of_memory_.empty()) reasons.push_back("out of memory: " + Join(out_of_memory_));
+  for (const WorkerAssignment& assignment : plan_->workers) {
+    const Worker* worker = Find(assignment.id);
+    if (worker != nullptr && assignment.micro_batch > worker->memory.MaxBatch()) {
+      reasons.push_back("memory cap of " + assignment.id + " fell below its batch");
+    }
+  }
+  if (reasons.empty()) return std::nullopt;
+  return Join(reasons);
+}
+
+void Controller::Adopt(Plan plan, std::string reason) {
+  plan.reason = std::move(reason);
+  plan_ = std::move(plan);
+  ++plan_changes_;
+  joined_.clear();
+  left_.clear();
+  out_of_memory_.clear();
+}
+
+std::vector<int> Controller::DitheredBatches(const PlanRequest& request, int64_t step) const {
+  std::vector<int> batches;
+  std::vector<int> min_batches;
+  std::vector<int> max_batches;
+  std::vector<int> to_dither;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    const int batch = plan_->workers[i].batch;
+    batches.push_back(batch);
+    min_batches.push_back(request.workers[i].min_batch);
+    max_batches.push_back(static_cast<int>(std::min<int64_t>(
+        int64_t{request.workers[i].max_batch} * plan_->accumulation_steps, config_.global_batch)));
+    if (batch > 0 && !workers_[i].compute.identified()) to_dither.push_back(static_cast<int>(i));
+  }
+  if (to_dither.empty() || config_.dither_fraction <= 0.0) return batches;
+  return DitherBatches({batches, min_batches, max_batches, to_dither, step, config_.seed,
+                        config_.dither_fraction, config_.dither_period_steps});
+}
+
+Result<StepDecision> Controller::Decide(int64_t step) {
+  if (workers_.empty()) {
+    return MakeError(ErrorCode::kFailedPrecondition, "no workers: add one before planning");
+  }
+  if (step < last_decided_step_) {
+    return InvalidArgument("step", "went back from " + std::to_string(last_decided_step_) + " to " +
+                                       std::to_string(step));
+  }
+  last_decided_step_ = step;
+  const PlanRequest request = BuildRequest();
+  StepDecision decision;
+  if (std::optional<std::string> reason = ForcedReason()) {
+    Result<Plan> plan = MakePlan(request, *policy_);
+    if (!plan.ok()) return plan.error();
+    Adopt(std::move(*plan), std::move(*reason));
+    last_evaluation_step_ = step;
+    decision.plan_changed = true;
+  } else if (step - last_evaluation_step_ >= config_.interval_steps) {
+    last_evaluation_step_ = step;
+    Result<Plan> candidate = MakePlan(request, *policy_);
+    if (!candidate.ok()) return candidate.error();
+    std::vector<int> current;
+    for (const WorkerAssignment& assignment : plan_->workers) current.push_back(assignment.batch);
+    const double current_seconds = PredictStepSeconds(request, current, plan_->accumulation_steps);
+    const double gain = 1.0 - candidate->step_seconds / current_seconds;
+    if (gain >= config_.min_gain) {
+      char reason[160];
+      std::snprintf(reason, sizeof reason,
+                    "predicted step time %.4f s -> %.4f s (%.1f%% gain >= %.1f%%)", current_seconds,
+                    candidate->step_seconds, 100.0 * gain, 100.0 * config_.min_gain);
+      Adopt(std::move(*candidate), reason);
+      decision.plan_changed = true;
+    }
+  }
+  decision.accumulation_steps = plan_->accumulation_steps;
+  decision.batches = DitheredBatches(request, step);
+  return decision;
+}
+
+}  // namespace fulcrum::balancer

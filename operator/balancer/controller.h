@@ -1,0 +1,110 @@
+// The balancer's control loop for one job: it keeps a model per worker from step reports and
+// decides, step by step, which local batch each worker runs. It re-plans at once when
+// membership changes or a worker runs out of memory, otherwise every interval_steps, and only
+// switches to a new plan when the predicted step time improves by at least min_gain, so
+// measurement noise does not make the plan oscillate.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "operator/balancer/communication_model.h"
+#include "operator/balancer/memory_model.h"
+#include "operator/balancer/performance_model.h"
+#include "operator/balancer/plan.h"
+#include "operator/balancer/policy.h"
+#include "operator/common/result.h"
+
+namespace fulcrum::balancer {
+
+struct ControllerConfig {
+  int global_batch = 0;
+  PolicyKind policy = PolicyKind::kOptimal;
+  int interval_steps = 10;  // steps between re-plan evaluations
+  double min_gain = 0.05;   // predicted step-time gain a new plan must bring
+  bool allow_accumulation = true;
+  double memory_headroom = 0.9;
+  double dither_fraction = 0.2;  // dither amplitude while a worker is not identified
+  int dither_period_steps = 2;
+  uint64_t seed = 0;  // the only source of variation (dither phases)
+  FitterConfig fitter;
+};
+
+struct WorkerInfo {
+  std::string id;
+  std::string gpu_product;   // GPU Feature Discovery label; unknown products get speed 1
+  int64_t memory_bytes = 0;  // 0: take it from the catalog
+  int min_batch = 1;         // 0 lets the planner leave this worker idle
+  int max_batch = 0;         // user cap per micro-step, 0 for none
+};
+
+// What a trainer reports after each step.
+struct StepReport {
+  std::string worker_id;
+  int64_t step = 0;
+  int local_batch = 0;         // samples this step (all micro-steps)
+  int accumulation_steps = 1;  // micro-steps this step
+  double compute_seconds = 0.0;
+  double comm_seconds = 0.0;      // all-reduce time including waiting for the slowest worker
+  int64_t peak_memory_bytes = 0;  // 0 when not measured
+  bool out_of_memory = false;
+};
+
+struct StepDecision {
+  bool plan_changed = false;
+  std::vector<int> batches;  // what each worker runs now (plan + dither), in plan order
+  int accumulation_steps = 1;
+};
+
+class Controller {
+ public:
+  static Result<Controller> Create(ControllerConfig config);
+
+  Status AddWorker(const WorkerInfo& info);
+  Status RemoveWorker(std::string_view id);
+  Status Observe(const StepReport& report);
+
+  // Call once before each step; steps must not decrease.
+  Result<StepDecision> Decide(int64_t step);
+
+  bool has_plan() const { return plan_.has_value(); }
+  const Plan& plan() const { return *plan_; }  // requires has_plan()
+  int plan_changes() const { return plan_changes_; }
+  std::optional<LinearCost> FittedCost(std::string_view id) const;
+  double TailSeconds() const { return communication_.TailSeconds(); }
+
+ private:
+  struct Worker {
+    WorkerInfo info;
+    double relative_speed;
+    ComputeTimeModel compute;
+    MemoryModel memory;
+  };
+
+  explicit Controller(ControllerConfig config);
+  Worker* Find(std::string_view id);
+  const Worker* Find(std::string_view id) const;
+  LinearCost PriorFor(double relative_speed) const;
+  PlanRequest BuildRequest() const;
+  std::optional<std::string> ForcedReason() const;
+  void Adopt(Plan plan, std::string reason);
+  std::vector<int> DitheredBatches(const PlanRequest& request, int64_t step) const;
+
+  ControllerConfig config_;
+  std::unique_ptr<Policy> policy_;
+  std::vector<Worker> workers_;
+  CommunicationModel communication_;
+  std::optional<Plan> plan_;
+  std::vector<std::string> joined_;
+  std::vector<std::string> left_;
+  std::vector<std::string> out_of_memory_;
+  int64_t last_evaluation_step_ = 0;
+  int64_t last_decided_step_ = -1;
+  int plan_changes_ = 0;
+};
+
+}  // namespace fulcrum::balancer

@@ -1,0 +1,211 @@
+// The control loop: plans at once on membership changes and OOM, otherwise only when the
+// predicted gain is worth it, so noise does not make it oscillate but a real slowdown does
+// move it within one re-plan interval.
+#include "operator/balancer/controller.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+
+namespace fulcrum::balancer {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct FakeWorker {
+  std::string id;
+  std::string gpu;
+  LinearCost truth;
+  double slowdown = 1.0;
+};
+
+// Runs workers against a controller, reporting only what a trainer would: noisy timings.
+class FakeCluster {
+ public:
+  FakeCluster(std::vector<FakeWorker> workers, double noise, uint64_t seed)
+      : workers_(std::move(workers)), noise_(0.0, noise), random_(seed) {}
+
+  Status Join(Controller& controller) {
+    for (const FakeWorker& worker : workers_) {
+      if (Status status = controller.AddWorker({worker.id, worker.gpu}); !status.ok()) {
+        return status;
+      }
+    }
+    return Ok();
+  }
+
+  // One training step; returns whether the plan changed.
+  bool Step(Controller& controller, int64_t step) {
+    Result<StepDecision> decision = controller.Decide(step);
+    EXPECT_TRUE(decision.ok()) << decision.error().ToString();
+    EXPECT_EQ(std::accumulate(decision->batches.begin(), decision->batches.end(), 0),
+              controller.plan().global_batch);
+    std::vector<double> compute(workers_.size());
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      compute[i] = workers_[i].truth.Seconds(decision->batches[i]) * workers_[i].slowdown;
+    }
+    const double slowest = *std::max_element(compute.begin(), compute.end());
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      const StepReport report{workers_[i].id,
+                              step,
+                              decision->batches[i],
+                              1,
+                              compute[i] * (1 + noise_(random_)),
+                              slowest - compute[i] + 0.01};
+      EXPECT_TRUE(controller.Observe(report).ok());
+    }
+    return decision->plan_changed;
+  }
+
+  FakeWorker& worker(std::size_t i) { return workers_[i]; }
+
+ private:
+  std::vector<FakeWorker> workers_;
+  std::normal_distribution<double> noise_;
+  std::mt19937_64 random_;
+};
+
+std::vector<FakeWorker> EightMixedWorkers() {
+  std::vector<FakeWorker> workers;
+  for (int i = 0; i < 8; ++i) {
+    const bool fast = i < 4;
+    workers.push_back({"w" + std::to_string(i), fast ? "NVIDIA-A100-SXM4-80GB" : "Tesla-V100",
+                       fast ? LinearCost{0.034, 0.000272} : LinearCost{0.034, 0.000701}});
+  }
+  return workers;
+}
+
+ControllerConfig Config(int global_batch) {
+  ControllerConfig config;
+  config.global_batch = global_batch;
+  return config;
+}
+
+StepReport Report(std::string worker_id) {
+  StepReport report;
+  report.worker_id = std::move(worker_id);
+  return report;
+}
+
+Controller MakeController(int interval_steps = 10) {
+  ControllerConfig config = Config(1024);
+  config.interval_steps = interval_steps;
+  Result<Controller> controller = Controller::Create(config);
+  EXPECT_TRUE(controller.ok());
+  return std::move(*controller);
+}
+
+TEST(Controller, FirstPlanUsesCatalogSpeeds) {
+  Controller controller = MakeController();
+  ASSERT_TRUE(controller.AddWorker({"fast", "NVIDIA-A100-SXM4-80GB"}).ok());
+  ASSERT_TRUE(controller.AddWorker({"slow", "Tesla-T4"}).ok());
+  Result<StepDecision> decision = controller.Decide(0);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_TRUE(decision->plan_changed);
+  EXPECT_EQ(controller.plan().reason, "first plan");
+  EXPECT_GT(controller.plan().workers[0].batch, 4 * controller.plan().workers[1].batch);
+}
+
+TEST(Controller, StationaryNoiseChangesThePlanOnlyAFewTimesIn10000Steps) {
+  Controller controller = MakeController();
+  FakeCluster cluster(EightMixedWorkers(), 0.05, 1);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  int changes = 0;
+  for (int64_t step = 0; step < 10000; ++step) changes += cluster.Step(controller, step);
+  EXPECT_LE(changes, 4);  // the first plan, then what the first measurements correct
+  EXPECT_EQ(changes, controller.plan_changes());
+  EXPECT_GT(controller.plan().efficiency, 0.99);
+}
+
+TEST(Controller, RealTwofoldSlowdownChangesThePlanWithinOneInterval) {
+  constexpr int kInterval = 10;
+  Controller controller = MakeController(kInterval);
+  FakeCluster cluster(EightMixedWorkers(), 0.05, 2);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  for (int64_t step = 0; step < 300; ++step) cluster.Step(controller, step);
+  const int batch_before = controller.plan().workers[5].batch;
+  cluster.worker(5).slowdown = 2.0;
+  int64_t changed_at = -1;
+  for (int64_t step = 300; step < 400 && changed_at < 0; ++step) {
+    if (cluster.Step(controller, step)) changed_at = step;
+  }
+  ASSERT_GE(changed_at, 0);
+  // Three reports confirm the change, then the next evaluation (at most an interval away).
+  EXPECT_LE(changed_at - 300, kInterval + 3);
+  EXPECT_THAT(controller.plan().reason, HasSubstr("predicted step time"));
+  EXPECT_LT(controller.plan().workers[5].batch, 0.6 * batch_before);
+}
+
+TEST(Controller, ReplansAtOnceWhenAWorkerJoinsOrLeaves) {
+  Controller controller = MakeController();
+  FakeCluster cluster(EightMixedWorkers(), 0.02, 3);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  for (int64_t step = 0; step < 55; ++step) cluster.Step(controller, step);
+  ASSERT_TRUE(controller.AddWorker({"new", "Tesla-T4"}).ok());
+  ASSERT_TRUE(controller.RemoveWorker("w0").ok());
+  Result<StepDecision> decision = controller.Decide(55);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_TRUE(decision->plan_changed);
+  EXPECT_THAT(controller.plan().reason, HasSubstr("joined: new"));
+  EXPECT_THAT(controller.plan().reason, HasSubstr("left: w0"));
+  EXPECT_EQ(controller.plan().workers.size(), 8u);
+  // The newcomer's prior comes from the measured workers scaled by catalog speed.
+  const LinearCost prior = *controller.FittedCost("new");
+  EXPECT_GT(prior.seconds_per_sample, 0.0015);
+  EXPECT_LT(prior.seconds_per_sample, 0.003);
+}
+
+TEST(Controller, ReplansAtOnceBelowTheBatchThatRanOutOfMemory) {
+  Controller controller = MakeController();
+  ASSERT_TRUE(controller.AddWorker({"a", "NVIDIA-A100-SXM4-80GB"}).ok());
+  ASSERT_TRUE(controller.AddWorker({"b", "Tesla-V100"}).ok());
+  ASSERT_TRUE(controller.Decide(0).ok());
+  const int batch = controller.plan().workers[0].batch;
+  StepReport out_of_memory = Report("a");
+  out_of_memory.local_batch = batch;
+  out_of_memory.out_of_memory = true;
+  ASSERT_TRUE(controller.Observe(out_of_memory).ok());
+  Result<StepDecision> decision = controller.Decide(1);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_TRUE(decision->plan_changed);
+  EXPECT_THAT(controller.plan().reason, HasSubstr("out of memory: a"));
+  EXPECT_LT(controller.plan().workers[0].micro_batch, batch);
+}
+
+TEST(Controller, DithersUntilIdentifiedThenRunsThePlanAsIs) {
+  Controller controller = MakeController();
+  FakeCluster cluster(EightMixedWorkers(), 0.0, 4);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  Result<StepDecision> first = controller.Decide(0);
+  ASSERT_TRUE(first.ok());
+  std::vector<int> planned;
+  for (const WorkerAssignment& w : controller.plan().workers) planned.push_back(w.batch);
+  EXPECT_NE(first->batches, planned);
+  for (int64_t step = 1; step < 200; ++step) cluster.Step(controller, step);
+  Result<StepDecision> later = controller.Decide(200);
+  ASSERT_TRUE(later.ok());
+  planned.clear();
+  for (const WorkerAssignment& w : controller.plan().workers) planned.push_back(w.batch);
+  EXPECT_EQ(later->batches, planned);
+}
+
+TEST(Controller, ExplainsBadInputs) {
+  EXPECT_EQ(Controller::Create(Config(0)).error().field, "global_batch");
+  ControllerConfig negative_gain = Config(8);
+  negative_gain.min_gain = -0.1;
+  EXPECT_EQ(Controller::Create(negative_gain).error().field, "min_gain");
+  Controller controller = MakeController();
+  EXPECT_EQ(controller.Decide(0).error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(controller.Observe(Report("ghost")).error().code, ErrorCode::kNotFound);
+  ASSERT_TRUE(controller.AddWorker({"a", "Tesla-T4"}).ok());
+  EXPECT_EQ(controller.AddWorker({"a", "Tesla-T4"}).error().code, ErrorCode::kAlreadyExists);
+  StepReport negative_time = Report("a");
+  negative_time.compute_seconds = -1;
+  EXPECT_EQ(controller.Observe(negative_time).error().field, "compute_seconds");
+  EXPECT_EQ(controller.RemoveWorker("ghost").error().code, ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace fulcrum::balancer

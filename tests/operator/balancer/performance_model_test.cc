@@ -1,0 +1,153 @@
+// The compute-time fitter: recovers a and k from noisy reports, shrugs off one-off outliers,
+// follows a real change of speed within a few reports, and says when a and k are separable.
+#include "operator/balancer/performance_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace fulcrum::balancer {
+namespace {
+
+// ResNet-50-like profiles from bench/scenarios (A100, V100) and one with a large fixed cost.
+// The T4 profile's fixed cost is ~3% of its step at batch 256 and is not identifiable to 3%
+// from 50 steps at 5% noise by any estimator; docs/balancer.md shows the numbers.
+const LinearCost kProfiles[] = {{0.034, 0.000272}, {0.034, 0.000701}, {0.1, 0.001}};
+const LinearCost kCatalogPrior{0.0, 0.001};
+
+double RelativeError(double estimate, double truth) {
+  return std::abs(estimate / truth - 1.0);
+}
+
+TEST(ComputeTimeModel, RecoversAAndKWithin3PercentFrom50ObservationsWith5PercentNoise) {
+  // Every timing within ±5% of the truth; batches alternate between the two ends of the range
+  // the planner explores.
+  for (const LinearCost& truth : kProfiles) {
+    for (int seed = 0; seed < 200; ++seed) {
+      std::mt19937_64 random(seed);
+      std::uniform_real_distribution<double> noise(-0.05, 0.05);
+      ComputeTimeModel model(kCatalogPrior);
+      for (int i = 0; i < 50; ++i) {
+        const double batch = i % 2 == 0 ? 256 : 16;
+        ASSERT_TRUE(model.Observe(batch, truth.Seconds(batch) * (1 + noise(random))).ok());
+      }
+      EXPECT_LT(RelativeError(model.estimate().fixed_seconds, truth.fixed_seconds), 0.03)
+          << "a=" << truth.fixed_seconds << " seed " << seed;
+      EXPECT_LT(RelativeError(model.estimate().seconds_per_sample, truth.seconds_per_sample), 0.03)
+          << "k=" << truth.seconds_per_sample << " seed " << seed;
+    }
+  }
+}
+
+TEST(ComputeTimeModel, PredictsStepTimeWithin3PercentOnTypicalGaussianNoise) {
+  // Gaussian noise with 5% standard deviation, batches spread over [16, 256]: the median
+  // trial's worst error over that range stays within 3%.
+  for (const LinearCost& truth : kProfiles) {
+    std::vector<double> worst_errors;
+    for (int seed = 0; seed < 200; ++seed) {
+      std::mt19937_64 random(seed);
+      std::normal_distribution<double> noise(0.0, 0.05);
+      std::uniform_int_distribution<int> batches(16, 256);
+      ComputeTimeModel model(kCatalogPrior);
+      for (int i = 0; i < 50; ++i) {
+        const int batch = batches(random);
+        ASSERT_TRUE(model.Observe(batch, truth.Seconds(batch) * (1 + noise(random))).ok());
+      }
+      double worst = 0.0;
+      for (int batch = 16; batch <= 256; ++batch) {
+        worst =
+            std::max(worst, RelativeError(model.estimate().Seconds(batch), truth.Seconds(batch)));
+      }
+      worst_errors.push_back(worst);
+    }
+    std::nth_element(worst_errors.begin(), worst_errors.begin() + 100, worst_errors.end());
+    EXPECT_LT(worst_errors[100], 0.03);
+  }
+}
+
+TEST(ComputeTimeModel, FirstObservationSetsTheScaleOfTheCatalogPrior) {
+  ComputeTimeModel model({0.0, 1.0});
+  ASSERT_TRUE(model.Observe(100, 0.5).ok());
+  EXPECT_NEAR(model.estimate().Seconds(100), 0.5, 1e-12);
+}
+
+TEST(ComputeTimeModel, IgnoresAOneOffPause) {
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model(kCatalogPrior);
+  for (int i = 0; i < 40; ++i) {
+    const double batch = 100 + (i % 2 == 0 ? 10 : -10);
+    ASSERT_TRUE(model.Observe(batch, truth.Seconds(batch)).ok());
+  }
+  Result<ObservationOutcome> outcome = model.Observe(100, 3 * truth.Seconds(100));
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_EQ(*outcome, ObservationOutcome::kOutlier);
+  ASSERT_TRUE(model.Observe(110, truth.Seconds(110)).ok());
+  EXPECT_NEAR(model.estimate().Seconds(100), truth.Seconds(100), 0.001 * truth.Seconds(100));
+}
+
+TEST(ComputeTimeModel, FollowsARealTwofoldSlowdownAfterThreeReports) {
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model(kCatalogPrior);
+  for (int i = 0; i < 40; ++i) {
+    const double batch = 100 + (i % 2 == 0 ? 10 : -10);
+    ASSERT_TRUE(model.Observe(batch, truth.Seconds(batch)).ok());
+  }
+  std::vector<ObservationOutcome> outcomes;
+  for (int i = 0; i < 3; ++i) outcomes.push_back(*model.Observe(100, 2 * truth.Seconds(100)));
+  EXPECT_EQ(outcomes, (std::vector<ObservationOutcome>{ObservationOutcome::kOutlier,
+                                                       ObservationOutcome::kOutlier,
+                                                       ObservationOutcome::kRegimeChange}));
+  EXPECT_NEAR(model.estimate().Seconds(100), 2 * truth.Seconds(100), 0.01 * truth.Seconds(100));
+  // The shape (a : k) survives the change, so predictions at other batches are right too.
+  EXPECT_NEAR(model.estimate().Seconds(200), 2 * truth.Seconds(200), 0.01 * truth.Seconds(200));
+}
+
+TEST(ComputeTimeModel, IsIdentifiedOnlyOnceBatchSizesHaveSpread) {
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel steady(kCatalogPrior);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(steady.Observe(100, truth.Seconds(100)).ok());
+  EXPECT_FALSE(steady.identified());
+
+  ComputeTimeModel dithered(kCatalogPrior);
+  for (int i = 0; i < 50 && !dithered.identified(); ++i) {
+    const double batch = 100 + (i % 2 == 0 ? 20 : -20);
+    ASSERT_TRUE(dithered.Observe(batch, truth.Seconds(batch)).ok());
+  }
+  EXPECT_TRUE(dithered.identified());
+  EXPECT_NEAR(dithered.estimate().fixed_seconds, 0.02, 0.002);
+}
+
+TEST(ComputeTimeModel, KeepsItsShapeWhenTheBatchStopsMoving) {
+  // After identification, hundreds of reports at one batch must not drift a and k apart.
+  const LinearCost truth{0.03, 0.001};
+  std::mt19937_64 random(3);
+  std::normal_distribution<double> noise(0.0, 0.03);
+  ComputeTimeModel model(kCatalogPrior);
+  for (int i = 0; i < 500 && !model.identified(); ++i) {
+    const double batch = 100 + (i % 2 == 0 ? 20 : -20);
+    ASSERT_TRUE(model.Observe(batch, truth.Seconds(batch) * (1 + noise(random))).ok());
+  }
+  ASSERT_TRUE(model.identified());
+  const LinearCost identified = model.estimate();
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(model.Observe(100, truth.Seconds(100) * (1 + noise(random))).ok());
+  }
+  // Extrapolating to half and twice the batch stays within the identification's own error.
+  EXPECT_LT(RelativeError(model.estimate().Seconds(200), identified.Seconds(200)), 0.05);
+  EXPECT_LT(RelativeError(model.estimate().Seconds(50), identified.Seconds(50)), 0.05);
+  EXPECT_LT(RelativeError(identified.Seconds(200), truth.Seconds(200)), 0.05);
+}
+
+TEST(ComputeTimeModel, RejectsNonFiniteOrNonPositiveReports) {
+  ComputeTimeModel model(kCatalogPrior);
+  EXPECT_EQ(model.Observe(0, 1.0).error().field, "batch");
+  EXPECT_EQ(model.Observe(10, std::nan("")).error().field, "compute_seconds");
+  EXPECT_EQ(model.Observe(10, -1.0).error().field, "compute_seconds");
+  EXPECT_EQ(model.observations(), 0);
+}
+
+}  // namespace
+}  // namespace fulcrum::balancer
