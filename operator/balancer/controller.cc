@@ -43,6 +43,9 @@ Status ValidateConfig(const ControllerConfig& config) {
   if (config.dither_period_steps < 1) {
     return InvalidArgument("dither_period_steps", "must be an integer >= 1");
   }
+  if (config.dither_budget_steps < 0) {
+    return InvalidArgument("dither_budget_steps", "must be an integer >= 0");
+  }
   return Ok();
 }
 
@@ -73,10 +76,13 @@ Controller::Controller(ControllerConfig config)
     : config_(std::move(config)), policy_(MakePolicy(config_.policy)) {}
 
 Controller::Worker* Controller::Find(std::string_view id) {
-  for (Worker& worker : workers_) {
-    if (worker.info.id == id) return &worker;
-  }
-  return nullptr;
+  const auto it = index_of_.find(std::string(id));
+  return it == index_of_.end() ? nullptr : &workers_[it->second];
+}
+
+void Controller::Reindex() {
+  index_of_.clear();
+  for (std::size_t i = 0; i < workers_.size(); ++i) index_of_.emplace(workers_[i].info.id, i);
 }
 
 const Controller::Worker* Controller::Find(std::string_view id) const {
@@ -116,6 +122,7 @@ Status Controller::AddWorker(const WorkerInfo& info) {
   const int64_t memory = info.memory_bytes > 0 ? info.memory_bytes : (gpu ? gpu->memory_bytes : 0);
   workers_.push_back(Worker{info, speed, ComputeTimeModel(PriorFor(speed), config_.fitter),
                             MemoryModel(memory, info.max_batch, config_.memory_headroom)});
+  index_of_.emplace(info.id, workers_.size() - 1);
   std::erase(left_, info.id);
   joined_.push_back(info.id);
   return Ok();
@@ -128,6 +135,7 @@ Status Controller::RemoveWorker(std::string_view id) {
     return Error{ErrorCode::kNotFound, "no worker \"" + std::string(id) + "\"", "id"};
   }
   workers_.erase(it);
+  Reindex();
   if (std::erase(joined_, std::string(id)) == 0) left_.emplace_back(id);
   return Ok();
 }
@@ -164,20 +172,21 @@ PlanRequest Controller::BuildRequest() const {
   request.global_batch = config_.global_batch;
   request.tail_seconds = communication_.TailSeconds();
   request.allow_accumulation = config_.allow_accumulation;
-  for (const Worker& worker : workers_) {
-    const int max_batch = std::min(worker.memory.MaxBatch(), config_.global_batch);
-    WorkerSpec spec{worker.info.id,
-                    worker.compute.estimate().fixed_seconds,
-                    worker.compute.estimate().seconds_per_sample,
-                    std::min(worker.info.min_batch, max_batch),
-                    max_batch,
-                    0};
-    if (plan_) {
-      for (const WorkerAssignment& assignment : plan_->workers) {
-        if (assignment.id == spec.id) spec.current_batch = assignment.batch;
-      }
+  std::vector<int> current_batches(workers_.size(), 0);
+  if (plan_) {
+    for (const WorkerAssignment& assignment : plan_->workers) {
+      const auto it = index_of_.find(assignment.id);
+      if (it != index_of_.end()) current_batches[it->second] = assignment.batch;
     }
-    request.workers.push_back(std::move(spec));
+  }
+  request.workers.reserve(workers_.size());
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    const Worker& worker = workers_[i];
+    const int max_batch = std::min(worker.memory.MaxBatch(), config_.global_batch);
+    request.workers.push_back({worker.info.id, worker.compute.estimate().fixed_seconds,
+                               worker.compute.estimate().seconds_per_sample,
+                               std::min(worker.info.min_batch, max_batch), max_batch,
+                               current_batches[i]});
   }
   return request;
 }
@@ -207,7 +216,7 @@ void Controller::Adopt(Plan plan, std::string reason) {
   out_of_memory_.clear();
 }
 
-std::vector<int> Controller::DitheredBatches(const PlanRequest& request, int64_t step) const {
+std::vector<int> Controller::DitheredBatches(const PlanRequest& request, int64_t step) {
   std::vector<int> batches;
   std::vector<int> min_batches;
   std::vector<int> max_batches;
@@ -218,7 +227,12 @@ std::vector<int> Controller::DitheredBatches(const PlanRequest& request, int64_t
     min_batches.push_back(request.workers[i].min_batch);
     max_batches.push_back(static_cast<int>(std::min<int64_t>(
         int64_t{request.workers[i].max_batch} * plan_->accumulation_steps, config_.global_batch)));
-    if (batch > 0 && !workers_[i].compute.identified()) to_dither.push_back(static_cast<int>(i));
+    Worker& worker = workers_[i];
+    if (batch > 0 && !worker.compute.identified() &&
+        worker.dithered_steps < config_.dither_budget_steps) {
+      to_dither.push_back(static_cast<int>(i));
+      ++worker.dithered_steps;
+    }
   }
   if (to_dither.empty() || config_.dither_fraction <= 0.0) return batches;
   return DitherBatches({batches, min_batches, max_batches, to_dither, step, config_.seed,

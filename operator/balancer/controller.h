@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "operator/balancer/communication_model.h"
@@ -28,8 +29,12 @@ struct ControllerConfig {
   double min_gain = 0.05;   // predicted step-time gain a new plan must bring
   bool allow_accumulation = true;
   double memory_headroom = 0.9;
-  double dither_fraction = 0.2;  // dither amplitude while a worker is not identified
+  double dither_fraction = 0.1;  // dither amplitude while a worker is not identified
   int dither_period_steps = 2;
+  // Steps a worker is dithered at most: some workers (small k, large a) need more spread than
+  // a small dither gives before k is known to 10%; past this budget the fitter's anchored
+  // estimate is used as is, and plan changes provide the spread.
+  int dither_budget_steps = 40;
   uint64_t seed = 0;  // the only source of variation (dither phases)
   FitterConfig fitter;
 };
@@ -83,6 +88,7 @@ class Controller {
     double relative_speed;
     ComputeTimeModel compute;
     MemoryModel memory;
+    int dithered_steps = 0;
   };
 
   explicit Controller(ControllerConfig config);
@@ -92,11 +98,13 @@ class Controller {
   PlanRequest BuildRequest() const;
   std::optional<std::string> ForcedReason() const;
   void Adopt(Plan plan, std::string reason);
-  std::vector<int> DitheredBatches(const PlanRequest& request, int64_t step) const;
+  std::vector<int> DitheredBatches(const PlanRequest& request, int64_t step);
+  void Reindex();
 
   ControllerConfig config_;
   std::unique_ptr<Policy> policy_;
   std::vector<Worker> workers_;
+  std::unordered_map<std::string, std::size_t> index_of_;  // id -> position in workers_
   CommunicationModel communication_;
   std::optional<Plan> plan_;
   std::vector<std::string> joined_;

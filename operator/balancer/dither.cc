@@ -14,10 +14,13 @@ uint64_t Mix(uint64_t value) {
   return value ^ (value >> 31);
 }
 
-// With an odd number to dither, the last one is paired with the busiest other worker, whose
-// relative change is then the smallest.
+// Pairs workers of similar batch size (so the amplitude suits both); with an odd number to
+// dither, the last one is paired with the busiest other worker, whose relative change is then
+// the smallest.
 std::vector<int> PairUp(const DitherRequest& request) {
   std::vector<int> members(request.workers_to_dither.begin(), request.workers_to_dither.end());
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int x, int y) { return request.batches[x] > request.batches[y]; });
   if (members.size() % 2 == 0) return members;
   int partner = -1;
   for (int i = 0; i < static_cast<int>(request.batches.size()); ++i) {

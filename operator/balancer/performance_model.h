@@ -32,7 +32,7 @@ struct FitterConfig {
   int regime_change_run = 3;           // consecutive same-side outliers that mean a real change
   // a and k count as separated once the data alone pins k down to this relative standard
   // error, after at least this many effective observations.
-  double identifiable_slope_error = 0.03;
+  double identifiable_slope_error = 0.10;
   double identifiable_observations = 8.0;
 };
 

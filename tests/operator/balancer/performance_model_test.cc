@@ -138,7 +138,8 @@ TEST(ComputeTimeModel, KeepsItsShapeWhenTheBatchStopsMoving) {
   // Extrapolating to half and twice the batch stays within the identification's own error.
   EXPECT_LT(RelativeError(model.estimate().Seconds(200), identified.Seconds(200)), 0.05);
   EXPECT_LT(RelativeError(model.estimate().Seconds(50), identified.Seconds(50)), 0.05);
-  EXPECT_LT(RelativeError(identified.Seconds(200), truth.Seconds(200)), 0.05);
+  // Identification pins k to ~10% (one standard error), so twice the batch is within ~2 of them.
+  EXPECT_LT(RelativeError(identified.Seconds(200), truth.Seconds(200)), 0.10);
 }
 
 TEST(ComputeTimeModel, RejectsNonFiniteOrNonPositiveReports) {

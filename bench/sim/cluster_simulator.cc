@@ -1,0 +1,249 @@
+#include "bench/sim/cluster_simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "operator/balancer/controller.h"
+#include "operator/balancer/measures.h"
+#include "operator/balancer/optimal_policy.h"
+#include "operator/balancer/planner.h"
+
+namespace fulcrum::sim {
+namespace {
+
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMemoryHeadroom = 0.9;  // the same headroom the balancer keeps
+
+struct SimulatedWorker {
+  std::string id;
+  const GpuProfile* profile;
+  double slowdown = 1.0;
+};
+
+class Simulation {
+ public:
+  Simulation(const Scenario& scenario, balancer::Controller controller)
+      : scenario_(scenario), controller_(std::move(controller)), random_(scenario.seed) {}
+
+  Status Join(const WorkerGroup& group) {
+    const GpuProfile& profile = scenario_.profiles.at(group.profile);
+    for (int i = 0; i < group.count; ++i) {
+      SimulatedWorker worker{"w" + std::to_string(next_worker_++), &profile};
+      balancer::WorkerInfo info{worker.id, profile.product,
+                                static_cast<int64_t>(profile.memory_gib * kBytesPerGiB)};
+      if (Status status = controller_.AddWorker(info); !status.ok()) return status;
+      workers_.push_back(std::move(worker));
+    }
+    ideal_step_seconds_.reset();
+    return Ok();
+  }
+
+  Status Apply(const Event& event) {
+    if (event.kind == EventKind::kJoin) return Join(event.joiners);
+    const auto it = std::find_if(workers_.begin(), workers_.end(),
+                                 [&](const SimulatedWorker& w) { return w.id == event.worker; });
+    if (it == workers_.end()) {
+      return InvalidArgument("events.worker", "no worker \"" + event.worker + "\" at step " +
+                                                  std::to_string(event.step));
+    }
+    ideal_step_seconds_.reset();
+    if (event.kind == EventKind::kSlowdown) {
+      it->slowdown = event.factor;
+      return Ok();
+    }
+    workers_.erase(it);
+    return controller_.RemoveWorker(event.worker);
+  }
+
+  // Runs one step; returns its balance efficiency η.
+  Result<double> Step(int64_t step, PolicyRun& run) {
+    Result<balancer::StepDecision> decision = controller_.Decide(step);
+    if (!decision.ok()) return decision.error();
+    const int accumulation = decision->accumulation_steps;
+    run.batches_per_step.push_back(decision->batches);
+    std::vector<double> compute(workers_.size(), 0.0);
+    bool out_of_memory = false;
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      const int batch = decision->batches[i];
+      if (batch == 0) continue;
+      const GpuProfile& p = *workers_[i].profile;
+      compute[i] =
+          workers_[i].slowdown * (accumulation * p.fixed_seconds + p.seconds_per_sample * batch);
+      out_of_memory = out_of_memory || PeakGiB(p, MicroBatch(batch, accumulation)) > p.memory_gib;
+    }
+    const double slowest = *std::max_element(compute.begin(), compute.end());
+    const double step_seconds = slowest + scenario_.tail_seconds;
+    if (Status status = Report(step, *decision, compute, slowest); !status.ok())
+      return status.error();
+
+    Result<double> ideal = IdealStepSeconds();
+    if (!ideal.ok()) return ideal.error();
+    run.out_of_memory_steps += out_of_memory ? 1 : 0;
+    total_samples_ += out_of_memory ? 0 : scenario_.global_batch;
+    total_seconds_ += step_seconds;
+    total_ideal_seconds_ += *ideal;
+    idle_sum_ += balancer::IdleFraction(compute);
+    ++steps_;
+    return out_of_memory ? 0.0 : *ideal / step_seconds;
+  }
+
+  void Finish(PolicyRun& run) const {
+    run.samples_per_second = total_samples_ / total_seconds_;
+    run.ideal_samples_per_second = steps_ * double(scenario_.global_batch) / total_ideal_seconds_;
+    run.efficiency = run.samples_per_second / run.ideal_samples_per_second;
+    run.idle_fraction = idle_sum_ / steps_;
+    run.plan_changes = controller_.plan_changes();
+  }
+
+ private:
+  static int MicroBatch(int batch, int accumulation) {
+    return (batch + accumulation - 1) / accumulation;
+  }
+  static double PeakGiB(const GpuProfile& p, int micro_batch) {
+    return p.memory_base_gib + p.memory_per_sample_gib * micro_batch;
+  }
+
+  // What the trainers report: noisy compute, comm = wait for the straggler + noisy tail.
+  Status Report(int64_t step, const balancer::StepDecision& decision,
+                const std::vector<double>& compute, double slowest) {
+    std::normal_distribution<double> unit(0.0, 1.0);
+    std::uniform_real_distribution<double> chance(0.0, 1.0);
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      const GpuProfile& p = *workers_[i].profile;
+      const int batch = decision.batches[i];
+      balancer::StepReport report;
+      report.worker_id = workers_[i].id;
+      report.step = step;
+      report.local_batch = batch;
+      report.accumulation_steps = decision.accumulation_steps;
+      const int micro_batch = MicroBatch(batch, decision.accumulation_steps);
+      report.out_of_memory = batch > 0 && PeakGiB(p, micro_batch) > p.memory_gib;
+      double measured = compute[i] * std::max(0.05, 1.0 + scenario_.noise.compute * unit(random_));
+      if (chance(random_) < scenario_.noise.outlier_probability) {
+        measured *= scenario_.noise.outlier_factor;
+      }
+      report.compute_seconds = batch > 0 ? measured : 0.0;
+      const double tail =
+          scenario_.tail_seconds * std::max(0.0, 1.0 + scenario_.noise.comm * unit(random_));
+      report.comm_seconds = slowest - compute[i] + tail;
+      if (batch > 0 && p.memory_per_sample_gib > 0.0) {
+        report.peak_memory_bytes = static_cast<int64_t>(PeakGiB(p, micro_batch) * kBytesPerGiB);
+      }
+      if (Status status = controller_.Observe(report); !status.ok()) return status;
+    }
+    return Ok();
+  }
+
+  // X_UB's step time: the exact optimum for the true costs and true memory caps.
+  Result<double> IdealStepSeconds() {
+    if (ideal_step_seconds_) return *ideal_step_seconds_;
+    balancer::PlanRequest truth;
+    truth.global_batch = scenario_.global_batch;
+    truth.tail_seconds = scenario_.tail_seconds;
+    for (const SimulatedWorker& worker : workers_) {
+      const GpuProfile& p = *worker.profile;
+      int cap = scenario_.global_batch;
+      if (p.memory_per_sample_gib > 0.0) {
+        const double fits =
+            (kMemoryHeadroom * p.memory_gib - p.memory_base_gib) / p.memory_per_sample_gib;
+        cap = static_cast<int>(std::clamp(std::floor(fits), 1.0, double(cap)));
+      }
+      truth.workers.push_back({worker.id, p.fixed_seconds * worker.slowdown,
+                               p.seconds_per_sample * worker.slowdown, 1, cap, 0});
+    }
+    Result<balancer::Plan> best = balancer::MakePlan(truth, balancer::OptimalPolicy());
+    if (!best.ok()) return best.error();
+    ideal_step_seconds_ = best->ideal_step_seconds;
+    return *ideal_step_seconds_;
+  }
+
+  const Scenario& scenario_;
+  balancer::Controller controller_;
+  std::mt19937_64 random_;
+  std::vector<SimulatedWorker> workers_;
+  int next_worker_ = 0;
+  std::optional<double> ideal_step_seconds_;
+  double total_samples_ = 0.0;
+  double total_seconds_ = 0.0;
+  double total_ideal_seconds_ = 0.0;
+  double idle_sum_ = 0.0;
+  int64_t steps_ = 0;
+};
+
+std::string Describe(const Event& event) {
+  switch (event.kind) {
+    case EventKind::kSlowdown:
+      return event.worker + " slows down x" + std::to_string(event.factor).substr(0, 4);
+    case EventKind::kLeave:
+      return event.worker + " leaves";
+    case EventKind::kJoin:
+      return std::to_string(event.joiners.count) + " x " + event.joiners.profile + " join";
+  }
+  return "event";
+}
+
+// Steps from `from` until η stays >= kRecoveredEfficiency up to `until`; nullopt if it is
+// still below at the end of the window.
+std::optional<int64_t> ReactionSteps(const std::vector<double>& efficiency, int64_t from,
+                                     int64_t until) {
+  int64_t last_below = -1;
+  for (int64_t step = from; step < until; ++step) {
+    if (efficiency[step] < kRecoveredEfficiency) last_below = step;
+  }
+  if (last_below < 0) return 0;
+  if (last_below == until - 1) return std::nullopt;
+  return last_below - from + 1;
+}
+
+}  // namespace
+
+Result<PolicyRun> RunScenario(const Scenario& scenario, balancer::PolicyKind policy) {
+  balancer::ControllerConfig config;
+  config.global_batch = scenario.global_batch;
+  config.policy = policy;
+  config.interval_steps = scenario.interval_steps;
+  config.min_gain = scenario.min_gain;
+  config.seed = scenario.seed;
+  Result<balancer::Controller> controller = balancer::Controller::Create(config);
+  if (!controller.ok()) return controller.error();
+
+  Simulation simulation(scenario, std::move(*controller));
+  for (const WorkerGroup& group : scenario.workers) {
+    if (Status status = simulation.Join(group); !status.ok()) return status.error();
+  }
+  PolicyRun run;
+  run.policy = policy;
+  std::vector<double>& efficiency = run.efficiency_per_step;
+  efficiency.reserve(scenario.steps);
+  std::size_t next_event = 0;
+  for (int64_t step = 0; step < scenario.steps; ++step) {
+    for (; next_event < scenario.events.size() && scenario.events[next_event].step == step;
+         ++next_event) {
+      if (Status status = simulation.Apply(scenario.events[next_event]); !status.ok()) {
+        return status.error();
+      }
+    }
+    Result<double> step_efficiency = simulation.Step(step, run);
+    if (!step_efficiency.ok()) return step_efficiency.error();
+    efficiency.push_back(*step_efficiency);
+  }
+  simulation.Finish(run);
+
+  std::vector<std::pair<int64_t, std::string>> marks = {{0, "start"}};
+  for (const Event& event : scenario.events) marks.emplace_back(event.step, Describe(event));
+  for (std::size_t i = 0; i < marks.size(); ++i) {
+    int64_t until = scenario.steps;
+    for (std::size_t j = i + 1; j < marks.size(); ++j) {
+      if (marks[j].first > marks[i].first) {
+        until = marks[j].first;
+        break;
+      }
+    }
+    run.events.push_back(
+        {marks[i].first, marks[i].second, ReactionSteps(efficiency, marks[i].first, until)});
+  }
+  return run;
+}
+
+}  // namespace fulcrum::sim

@@ -1,0 +1,45 @@
+// Step-level simulation of a heterogeneous cluster driven by the real balancer Controller.
+// Each step: the controller decides the batches, every worker "computes" with its true cost
+// (a·s + k·b, times its slowdown), and reports only what a trainer measures: noisy compute
+// time, comm time (waiting for the straggler plus the all-reduce tail) and peak memory.
+// The simulator alone knows the truth and uses it for the measures (X_UB, η, idle fraction).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/sim/scenario.h"
+#include "operator/balancer/policy_kind.h"
+#include "operator/common/result.h"
+
+namespace fulcrum::sim {
+
+struct EventOutcome {
+  int64_t step = 0;
+  std::string description;
+  // Steps from the event until η is back to >= 0.95 for good (before the next event);
+  // nullopt when it never gets there.
+  std::optional<int64_t> reaction_steps;
+};
+
+struct PolicyRun {
+  balancer::PolicyKind policy = balancer::PolicyKind::kOptimal;
+  double samples_per_second = 0.0;        // measured: sum of B / sum of step times
+  double ideal_samples_per_second = 0.0;  // X_UB from the true costs, same B, same members
+  double efficiency = 0.0;                // η = samples_per_second / X_UB
+  double idle_fraction = 0.0;             // mean straggler idle fraction per step
+  int plan_changes = 0;                   // including the first plan
+  int out_of_memory_steps = 0;
+  std::vector<EventOutcome> events;  // the start first, then each scenario event
+  std::vector<double> efficiency_per_step;
+  std::vector<std::vector<int>> batches_per_step;  // what the workers ran, for --trace
+};
+
+// Threshold for "back within 5%" in the reaction measure.
+constexpr double kRecoveredEfficiency = 0.95;
+
+Result<PolicyRun> RunScenario(const Scenario& scenario, balancer::PolicyKind policy);
+
+}  // namespace fulcrum::sim

@@ -1,0 +1,66 @@
+// A simulated heterogeneous cluster, read from YAML (bench/scenarios/*.yaml): GPU profiles
+// with their true costs, the worker mix, measurement noise, and events (slowdown, join,
+// leave). Only the simulator sees the true costs; the balancer sees noisy reports.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "operator/common/result.h"
+
+namespace fulcrum::sim {
+
+struct GpuProfile {
+  std::string product;  // the label the worker reports, as GPU Feature Discovery writes it
+  double fixed_seconds = 0.0;
+  double seconds_per_sample = 0.0;
+  double memory_gib = 0.0;
+  double memory_base_gib = 0.0;        // weights, optimizer state, workspace
+  double memory_per_sample_gib = 0.0;  // activations per sample
+  std::string source;                  // where the numbers come from
+};
+
+struct WorkerGroup {
+  std::string profile;
+  int count = 0;
+};
+
+enum class EventKind { kSlowdown, kLeave, kJoin };
+
+struct Event {
+  int64_t step = 0;
+  EventKind kind = EventKind::kSlowdown;
+  std::string worker;   // slowdown, leave
+  double factor = 1.0;  // slowdown: compute time multiplier from this step on
+  WorkerGroup joiners;  // join
+};
+
+struct Noise {
+  double compute = 0.0;              // relative std. dev. of reported compute time
+  double comm = 0.0;                 // relative std. dev. of the reported all-reduce tail
+  double outlier_probability = 0.0;  // chance a report is inflated (a GC pause in the timer)
+  double outlier_factor = 1.0;
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  int global_batch = 0;
+  int64_t steps = 0;
+  uint64_t seed = 1;
+  double tail_seconds = 0.0;  // true all-reduce time not hidden by the backward pass
+  int interval_steps = 10;
+  double min_gain = 0.05;
+  Noise noise;
+  std::map<std::string, GpuProfile> profiles;
+  std::vector<WorkerGroup> workers;
+  std::vector<Event> events;  // sorted by step
+};
+
+// Errors name the YAML path, e.g. "profiles.T4.seconds_per_sample: must be > 0".
+Result<Scenario> LoadScenario(const std::string& path);
+Result<Scenario> ParseScenario(const std::string& yaml_text);
+
+}  // namespace fulcrum::sim
