@@ -10,7 +10,8 @@ namespace fulcrum::testing {
 
 CommandResult RunShell(const std::string& command) {
   CommandResult result;
-  const std::string with_stderr = "(" + command + ") 2>&1";
+  // The newline lets a command end with a here-document.
+  const std::string with_stderr = "(" + command + "\n) 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(with_stderr.c_str(), "r"), pclose);
   if (!pipe) return result;
   std::array<char, 4096> buffer{};
