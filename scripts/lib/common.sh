@@ -3,7 +3,7 @@
 
 FULCRUM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FULCRUM_CACHE="${FULCRUM_CACHE:-$HOME/.cache/fulcrum}"
-FULCRUM_TOOLS_DIR="$FULCRUM_ROOT/tests/cluster/tools"
+FULCRUM_TOOLS_DIR="${FULCRUM_TOOLS_DIR:-$FULCRUM_ROOT/tests/cluster/tools}"  # overridable for tests
 
 # Versions we build. Changing one here (and regenerating its go.mod) changes the
 # cache key, so a new version is built next to the old one, never over it.
