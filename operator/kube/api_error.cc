@@ -11,23 +11,34 @@ ErrorCode CodeFor(int http_status, const std::string& reason) {
   if (reason == "Invalid" || reason == "BadRequest") return ErrorCode::kInvalidArgument;
   if (reason == "Expired" || reason == "Gone") return ErrorCode::kExpired;
   switch (http_status) {
-    case 400: return ErrorCode::kInvalidArgument;
-    case 401: return ErrorCode::kUnauthenticated;
-    case 403: return ErrorCode::kPermissionDenied;
-    case 404: return ErrorCode::kNotFound;
-    case 409: return ErrorCode::kConflict;
-    case 410: return ErrorCode::kExpired;
-    case 422: return ErrorCode::kInvalidArgument;
-    case 429: return ErrorCode::kResourceExhausted;
-    case 504: return ErrorCode::kDeadlineExceeded;
-    default: break;
+    case 400:
+      return ErrorCode::kInvalidArgument;
+    case 401:
+      return ErrorCode::kUnauthenticated;
+    case 403:
+      return ErrorCode::kPermissionDenied;
+    case 404:
+      return ErrorCode::kNotFound;
+    case 409:
+      return ErrorCode::kConflict;
+    case 410:
+      return ErrorCode::kExpired;
+    case 422:
+      return ErrorCode::kInvalidArgument;
+    case 429:
+      return ErrorCode::kResourceExhausted;
+    case 504:
+      return ErrorCode::kDeadlineExceeded;
+    default:
+      break;
   }
   return http_status >= 500 ? ErrorCode::kUnavailable : ErrorCode::kInternal;
 }
 
 }  // namespace
 
-ApiFailure DecodeApiFailure(int http_status, std::string_view body, std::string_view retry_after_header,
+ApiFailure DecodeApiFailure(int http_status, std::string_view body,
+                            std::string_view retry_after_header,
                             std::string_view request_description) {
   ApiFailure failure;
   failure.http_status = http_status;
@@ -37,13 +48,16 @@ ApiFailure DecodeApiFailure(int http_status, std::string_view body, std::string_
   if (status.is_object() && status.value("kind", "") == "Status") {
     failure.reason = status.value("reason", "");
     message = status.value("message", "");
-    if (const auto details = status.find("details"); details != status.end() && details->is_object()) {
-      if (const auto causes = details->find("causes"); causes != details->end() && causes->is_array()) {
+    if (const auto details = status.find("details");
+        details != status.end() && details->is_object()) {
+      if (const auto causes = details->find("causes");
+          causes != details->end() && causes->is_array()) {
         for (const auto& cause : *causes) {
           if (field.empty()) field = cause.value("field", "");
         }
       }
-      if (const auto seconds = details->find("retryAfterSeconds"); seconds != details->end() && seconds->is_number()) {
+      if (const auto seconds = details->find("retryAfterSeconds");
+          seconds != details->end() && seconds->is_number()) {
         failure.retry_after = std::chrono::seconds(seconds->get<int>());
       }
     }
@@ -59,7 +73,8 @@ ApiFailure DecodeApiFailure(int http_status, std::string_view body, std::string_
   }
   failure.error.code = CodeFor(http_status, failure.reason);
   failure.error.field = field;
-  failure.error.message = std::string(request_description) + ": HTTP " + std::to_string(http_status) +
+  failure.error.message = std::string(request_description) + ": HTTP " +
+                          std::to_string(http_status) +
                           (failure.reason.empty() ? "" : " " + failure.reason) +
                           (message.empty() ? "" : ": " + message);
   return failure;

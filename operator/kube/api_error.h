@@ -15,13 +15,14 @@ namespace fulcrum::kube {
 struct ApiFailure {
   Error error;
   int http_status = 0;
-  std::string reason;                              // metav1.Status reason, e.g. "AlreadyExists"
-  std::optional<std::chrono::seconds> retry_after; // from the header or status.details
+  std::string reason;                               // metav1.Status reason, e.g. "AlreadyExists"
+  std::optional<std::chrono::seconds> retry_after;  // from the header or status.details
 };
 
 // `body` is the response body (usually a metav1.Status JSON); `retry_after_header`
 // the Retry-After header if any. Never fails: unknown shapes become kInternal/kUnavailable.
-ApiFailure DecodeApiFailure(int http_status, std::string_view body, std::string_view retry_after_header,
+ApiFailure DecodeApiFailure(int http_status, std::string_view body,
+                            std::string_view retry_after_header,
                             std::string_view request_description);
 
 }  // namespace fulcrum::kube

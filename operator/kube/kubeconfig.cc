@@ -1,8 +1,8 @@
 #include "operator/kube/kubeconfig.h"
 
+#include <cpprest/asyncrt_utils.h>
 #include <yaml-cpp/yaml.h>
 
-#include <cpprest/asyncrt_utils.h>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 Result<std::string> ReadWholeFile(const fs::path& path, const std::string& field) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return InvalidArgument(field, "cannot read file '" + path.string() + "'; check that it exists and is readable");
+    return InvalidArgument(
+        field, "cannot read file '" + path.string() + "'; check that it exists and is readable");
   }
   std::ostringstream contents;
   contents << in.rdbuf();
@@ -52,10 +53,11 @@ std::string Names(const YAML::Node& list) {
 }
 
 // Inline data wins over a file, as in kubectl. Relative files resolve against `base`.
-Result<std::string> DataOrFile(const YAML::Node& section, const std::string& key, const fs::path& base,
-                               const std::string& field_prefix) {
+Result<std::string> DataOrFile(const YAML::Node& section, const std::string& key,
+                               const fs::path& base, const std::string& field_prefix) {
   if (section[key + "-data"]) {
-    return DecodeBase64(section[key + "-data"].as<std::string>(""), field_prefix + "." + key + "-data");
+    return DecodeBase64(section[key + "-data"].as<std::string>(""),
+                        field_prefix + "." + key + "-data");
   }
   if (section[key]) {
     fs::path path = section[key].as<std::string>("");
@@ -65,7 +67,8 @@ Result<std::string> DataOrFile(const YAML::Node& section, const std::string& key
   return std::string{};
 }
 
-Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& file, std::string_view wanted) {
+Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& file,
+                                      std::string_view wanted) {
   const std::string where = "kubeconfig " + file.string();
   auto error = [&](const std::string& field, const std::string& message) -> Error {
     return InvalidArgument(field, where + ": " + message);
@@ -80,7 +83,8 @@ Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& fi
   }
   const auto context_entry = FindNamed(root["contexts"], context_name);
   if (!context_entry) {
-    return error("contexts", "has no context named '" + context_name + "' (have: " + Names(root["contexts"]) + ")");
+    return error("contexts", "has no context named '" + context_name +
+                                 "' (have: " + Names(root["contexts"]) + ")");
   }
   const YAML::Node context = (*context_entry)["context"];
   const std::string context_field = "contexts[" + context_name + "].context";
@@ -94,13 +98,15 @@ Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& fi
   const auto cluster_entry = FindNamed(root["clusters"], cluster_name);
   if (!cluster_entry || !(*cluster_entry)["cluster"]) {
     return error(context_field + ".cluster",
-                 "names cluster '" + cluster_name + "', which is not in clusters (have: " + Names(root["clusters"]) + ")");
+                 "names cluster '" + cluster_name +
+                     "', which is not in clusters (have: " + Names(root["clusters"]) + ")");
   }
   const YAML::Node cluster = (*cluster_entry)["cluster"];
   const std::string cluster_field = "clusters[" + cluster_name + "].cluster";
   config.server = cluster["server"].as<std::string>("");
   if (config.server.rfind("https://", 0) != 0 && config.server.rfind("http://", 0) != 0) {
-    return error(cluster_field + ".server", "must be a URL like https://host:6443, got '" + config.server + "'");
+    return error(cluster_field + ".server",
+                 "must be a URL like https://host:6443, got '" + config.server + "'");
   }
   while (!config.server.empty() && config.server.back() == '/') config.server.pop_back();
   auto ca = DataOrFile(cluster, "certificate-authority", base, cluster_field);
@@ -118,7 +124,8 @@ Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& fi
     const auto user_entry = FindNamed(root["users"], user_name);
     if (!user_entry) {
       return error(context_field + ".user",
-                   "names user '" + user_name + "', which is not in users (have: " + Names(root["users"]) + ")");
+                   "names user '" + user_name +
+                       "', which is not in users (have: " + Names(root["users"]) + ")");
     }
     const YAML::Node user = (*user_entry)["user"];
     const std::string user_field = "users[" + user_name + "].user";
@@ -137,7 +144,8 @@ Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& fi
         if (!token) return error(token.error().field, token.error().message);
         config.bearer_token_file = token_file;
         config.bearer_token = *token;
-        while (!config.bearer_token.empty() && std::isspace(static_cast<unsigned char>(config.bearer_token.back()))) {
+        while (!config.bearer_token.empty() &&
+               std::isspace(static_cast<unsigned char>(config.bearer_token.back()))) {
           config.bearer_token.pop_back();
         }
       }
@@ -146,14 +154,16 @@ Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& fi
       auto key = DataOrFile(user, "client-key", base, user_field);
       if (!key) return error(key.error().field, key.error().message);
       if (cert->empty() != key->empty()) {
-        return error(user_field + (cert->empty() ? ".client-certificate" : ".client-key"),
-                     "is missing: a client certificate needs both client-certificate and client-key");
+        return error(
+            user_field + (cert->empty() ? ".client-certificate" : ".client-key"),
+            "is missing: a client certificate needs both client-certificate and client-key");
       }
       config.client_certificate_pem = *cert;
       config.client_key_pem = *key;
     }
   }
-  if (context["namespace"]) config.default_namespace = context["namespace"].as<std::string>("default");
+  if (context["namespace"])
+    config.default_namespace = context["namespace"].as<std::string>("default");
   return config;
 }
 
@@ -165,9 +175,11 @@ Result<ClusterConfig> LoadKubeconfig(const fs::path& file, std::string_view cont
     root = YAML::LoadFile(file.string());
   } catch (const YAML::BadFile&) {
     return MakeError(ErrorCode::kNotFound,
-                     "kubeconfig " + file.string() + ": cannot read the file; check --kubeconfig or $KUBECONFIG");
+                     "kubeconfig " + file.string() +
+                         ": cannot read the file; check --kubeconfig or $KUBECONFIG");
   } catch (const YAML::Exception& e) {
-    return InvalidArgument("(file)", "kubeconfig " + file.string() + ": not valid YAML: " + e.what());
+    return InvalidArgument("(file)",
+                           "kubeconfig " + file.string() + ": not valid YAML: " + e.what());
   }
   try {
     return ParseKubeconfig(root, file, context);
@@ -190,7 +202,8 @@ Result<ClusterConfig> LoadInClusterConfig(const EnvLookup& env, const InClusterP
   const auto port = env("KUBERNETES_SERVICE_PORT");
   if (!host || host->empty() || !port || port->empty()) {
     return MakeError(ErrorCode::kFailedPrecondition,
-                     "not running in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set");
+                     "not running in a cluster: KUBERNETES_SERVICE_HOST and "
+                     "KUBERNETES_SERVICE_PORT must be set");
   }
   ClusterConfig config;
   config.source = "in-cluster service account";
@@ -199,7 +212,8 @@ Result<ClusterConfig> LoadInClusterConfig(const EnvLookup& env, const InClusterP
   auto token = ReadWholeFile(paths.token, "serviceaccount token");
   if (!token) return token.error();
   config.bearer_token = *token;
-  while (!config.bearer_token.empty() && std::isspace(static_cast<unsigned char>(config.bearer_token.back()))) {
+  while (!config.bearer_token.empty() &&
+         std::isspace(static_cast<unsigned char>(config.bearer_token.back()))) {
     config.bearer_token.pop_back();
   }
   config.bearer_token_file = paths.token;
@@ -212,7 +226,8 @@ Result<ClusterConfig> LoadInClusterConfig(const EnvLookup& env, const InClusterP
   return config;
 }
 
-Result<ClusterConfig> LoadDefaultConfig(const fs::path& explicit_file, std::string_view context, const EnvLookup& env) {
+Result<ClusterConfig> LoadDefaultConfig(const fs::path& explicit_file, std::string_view context,
+                                        const EnvLookup& env) {
   if (!explicit_file.empty()) return LoadKubeconfig(explicit_file, context);
   if (auto from_env = env("KUBECONFIG"); from_env && !from_env->empty()) {
     // Like kubectl, the first file of a colon-separated list; merging is not supported.
@@ -220,7 +235,8 @@ Result<ClusterConfig> LoadDefaultConfig(const fs::path& explicit_file, std::stri
   }
   if (env("KUBERNETES_SERVICE_HOST")) return LoadInClusterConfig(env);
   if (auto home = env("HOME")) return LoadKubeconfig(fs::path(*home) / ".kube" / "config", context);
-  return MakeError(ErrorCode::kNotFound, "no kubeconfig: pass --kubeconfig, set $KUBECONFIG, or run in a cluster");
+  return MakeError(ErrorCode::kNotFound,
+                   "no kubeconfig: pass --kubeconfig, set $KUBECONFIG, or run in a cluster");
 }
 
 }  // namespace fulcrum::kube

@@ -15,7 +15,8 @@ namespace fulcrum::kube {
 
 // Reads one kubeconfig file. `context` empty means current-context. Relative
 // file paths inside resolve against the kubeconfig's own folder, as kubectl does.
-Result<ClusterConfig> LoadKubeconfig(const std::filesystem::path& file, std::string_view context = {});
+Result<ClusterConfig> LoadKubeconfig(const std::filesystem::path& file,
+                                     std::string_view context = {});
 
 // Where a pod finds its service account; overridable for tests.
 struct InClusterPaths {
@@ -31,7 +32,7 @@ EnvLookup ProcessEnvironment();
 Result<ClusterConfig> LoadInClusterConfig(const EnvLookup& env, const InClusterPaths& paths = {});
 
 // kubectl's order: an explicit file, else $KUBECONFIG, else in-cluster, else ~/.kube/config.
-Result<ClusterConfig> LoadDefaultConfig(const std::filesystem::path& explicit_file, std::string_view context,
-                                        const EnvLookup& env);
+Result<ClusterConfig> LoadDefaultConfig(const std::filesystem::path& explicit_file,
+                                        std::string_view context, const EnvLookup& env);
 
 }  // namespace fulcrum::kube

@@ -1,0 +1,158 @@
+#include "operator/kube/api_client.h"
+
+namespace fulcrum::kube {
+namespace {
+
+std::string MetadataString(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return {};
+  const auto metadata = object.find("metadata");
+  if (metadata == object.end() || !metadata->is_object()) return {};
+  const auto value = metadata->find(key);
+  return value != metadata->end() && value->is_string() ? value->get<std::string>() : std::string();
+}
+
+// The namespace a request for `object` goes to: the argument, else its own.
+std::string TargetNamespace(std::string_view ns, const nlohmann::json& object) {
+  return ns.empty() ? NamespaceOf(object) : std::string(ns);
+}
+
+Error MissingName(const char* verb) {
+  return InvalidArgument("metadata.name",
+                         std::string(verb) + " needs an object with metadata.name");
+}
+
+}  // namespace
+
+std::string NameOf(const nlohmann::json& object) {
+  return MetadataString(object, "name");
+}
+std::string NamespaceOf(const nlohmann::json& object) {
+  return MetadataString(object, "namespace");
+}
+std::string ResourceVersionOf(const nlohmann::json& object) {
+  return MetadataString(object, "resourceVersion");
+}
+std::string UidOf(const nlohmann::json& object) {
+  return MetadataString(object, "uid");
+}
+
+ApiClient::ApiClient(std::shared_ptr<RestClient> rest) : rest_(std::move(rest)) {}
+
+Result<nlohmann::json> ApiClient::Write(std::string_view method, const std::string& path,
+                                        const nlohmann::json& body, std::string_view content_type) {
+  return rest_->Send(method, path, body, content_type);
+}
+
+Result<nlohmann::json> ApiClient::Get(const ResourceType& type, std::string_view ns,
+                                      std::string_view name, std::string_view subresource) {
+  return rest_->Get(ObjectPath(type, ns, name, subresource));
+}
+
+Result<ObjectList> ApiClient::ListPage(const ResourceType& type, std::string_view ns,
+                                       const ListOptions& options) {
+  auto body = rest_->Get(CollectionPath(type, ns) + options.ToQuery());
+  if (!body.ok()) return body.error();
+  ObjectList list;
+  if (auto items = body->find("items"); items != body->end() && items->is_array()) {
+    list.items.reserve(items->size());
+    for (auto& item : *items) list.items.push_back(std::move(item));
+  }
+  if (auto metadata = body->find("metadata"); metadata != body->end() && metadata->is_object()) {
+    list.resource_version = metadata->value("resourceVersion", "");
+    list.continue_token = metadata->value("continue", "");
+  }
+  return list;
+}
+
+Result<ObjectList> ApiClient::List(const ResourceType& type, std::string_view ns,
+                                   ListOptions options) {
+  ObjectList all;
+  bool first = true;
+  do {
+    auto page = ListPage(type, ns, options);
+    if (!page.ok()) return page.error();
+    if (first) all.resource_version = page->resource_version;
+    first = false;
+    all.items.insert(all.items.end(), std::make_move_iterator(page->items.begin()),
+                     std::make_move_iterator(page->items.end()));
+    options.continue_token = page->continue_token;
+    // A continued list is served from the first page's snapshot; the version
+    // must not be repeated alongside the token.
+    options.resource_version.clear();
+    options.resource_version_match.clear();
+  } while (!options.continue_token.empty());
+  return all;
+}
+
+Result<nlohmann::json> ApiClient::Create(const ResourceType& type, std::string_view ns,
+                                         const nlohmann::json& object) {
+  return Write("POST", CollectionPath(type, TargetNamespace(ns, object)), object,
+               "application/json");
+}
+
+Result<nlohmann::json> ApiClient::Update(const ResourceType& type, std::string_view ns,
+                                         const nlohmann::json& object) {
+  const std::string name = NameOf(object);
+  if (name.empty()) return MissingName("update");
+  return Write("PUT", ObjectPath(type, TargetNamespace(ns, object), name), object,
+               "application/json");
+}
+
+Result<nlohmann::json> ApiClient::UpdateStatus(const ResourceType& type, std::string_view ns,
+                                               const nlohmann::json& object) {
+  const std::string name = NameOf(object);
+  if (name.empty()) return MissingName("update status");
+  return Write("PUT", ObjectPath(type, TargetNamespace(ns, object), name, "status"), object,
+               "application/json");
+}
+
+Result<nlohmann::json> ApiClient::Patch(const ResourceType& type, std::string_view ns,
+                                        std::string_view name, PatchType patch_type,
+                                        const nlohmann::json& patch, const PatchOptions& options) {
+  if (patch_type == PatchType::kApply && options.field_manager.empty()) {
+    return InvalidArgument("fieldManager", "server-side apply needs a field manager");
+  }
+  std::string path = ObjectPath(type, ns, name, options.subresource);
+  std::string query;
+  auto add = [&query](const std::string& key_value) {
+    query += (query.empty() ? "?" : "&") + key_value;
+  };
+  if (!options.field_manager.empty()) add("fieldManager=" + UrlEncode(options.field_manager));
+  if (options.force) add("force=true");
+  if (options.dry_run) add("dryRun=All");
+  return Write("PATCH", path + query, patch, ContentType(patch_type));
+}
+
+Result<nlohmann::json> ApiClient::Apply(const ResourceType& type, std::string_view ns,
+                                        const nlohmann::json& object,
+                                        std::string_view field_manager, bool force,
+                                        std::string_view subresource) {
+  const std::string name = NameOf(object);
+  if (name.empty()) return MissingName("apply");
+  PatchOptions options;
+  options.field_manager = std::string(field_manager);
+  options.force = force;
+  options.subresource = std::string(subresource);
+  return Patch(type, TargetNamespace(ns, object), name, PatchType::kApply, object, options);
+}
+
+Status ApiClient::Delete(const ResourceType& type, std::string_view ns, std::string_view name,
+                         const DeleteOptions& options) {
+  auto result = Write("DELETE", ObjectPath(type, ns, name), options.ToBody(), "application/json");
+  if (!result.ok()) return result.error();
+  return Ok();
+}
+
+Result<std::unique_ptr<WatchStream>> ApiClient::Watch(const ResourceType& type, std::string_view ns,
+                                                      const ListOptions& options) {
+  ListOptions watch_options = options;
+  watch_options.limit = 0;
+  watch_options.continue_token.clear();
+  HttpRequest request;
+  request.path = CollectionPath(type, ns) + watch_options.ToQuery(/*watch=*/true);
+  auto body = rest_->Stream(request);
+  if (!body.ok()) return body.error();
+  return std::make_unique<WatchStream>(std::move(body).value(), "watch " + request.path);
+}
+
+}  // namespace fulcrum::kube
