@@ -1,0 +1,87 @@
+#include "operator/cmd/fulcrum_coordinator/coordinator_flags.h"
+
+#include <charconv>
+#include <functional>
+#include <map>
+
+namespace fulcrum::coordinator {
+
+const char* const kCoordinatorUsage =
+    "usage: fulcrum-coordinator --listen HOST:PORT --job-token-file FILE --global-batch B\n"
+    "         [--min-workers N] [--max-workers N] [--policy optimal|proportional|equal]\n"
+    "         [--interval-steps N] [--min-gain F] [--seed N] [--leave-timeout-ms MS]\n"
+    "         [--heartbeat-timeout-ms MS] [--settle-ms MS] [--apply-lead-steps N]\n"
+    "         [--state-file PATH]\n"
+    "  FILE: one \"JOB TOKEN\" per line; every job gets the same settings.\n";
+
+namespace {
+
+template <typename Number>
+Status ParseNumber(const std::string& flag, const std::string& text, Number* out) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, error] = std::from_chars(text.data(), end, *out);
+  if (error != std::errc() || ptr != end) {
+    return InvalidArgument(flag, "expected a number, got \"" + text + "\"");
+  }
+  return Ok();
+}
+
+Status ParseMilliseconds(const std::string& flag, const std::string& text,
+                         std::chrono::milliseconds* out) {
+  int64_t value = 0;
+  if (Status status = ParseNumber(flag, text, &value); !status.ok()) return status;
+  *out = std::chrono::milliseconds(value);
+  return Ok();
+}
+
+}  // namespace
+
+Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& args) {
+  CoordinatorFlags flags;
+  JobConfig& job = flags.job_template;
+  using Setter = std::function<Status(const std::string&, const std::string&)>;
+  const std::map<std::string, Setter> setters = {
+      {"--listen", [&](auto&, auto& v) { flags.listen = v; return Ok(); }},
+      {"--job-token-file", [&](auto&, auto& v) { flags.job_token_file = v; return Ok(); }},
+      {"--state-file", [&](auto&, auto& v) { flags.state_file = v; return Ok(); }},
+      {"--global-batch", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.global_batch); }},
+      {"--min-workers", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.min_workers); }},
+      {"--max-workers", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.max_workers); }},
+      {"--interval-steps", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.interval_steps); }},
+      {"--min-gain", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.min_gain); }},
+      {"--seed", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.seed); }},
+      {"--apply-lead-steps",
+       [&](auto& f, auto& v) { return ParseNumber(f, v, &job.min_apply_lead_steps); }},
+      {"--leave-timeout-ms", [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.leave_timeout); }},
+      {"--heartbeat-timeout-ms",
+       [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.heartbeat_timeout); }},
+      {"--settle-ms", [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.settle); }},
+      {"--policy",
+       [&](auto& f, auto& v) -> Status {
+         Result<balancer::PolicyKind> policy = balancer::ParsePolicyKind(v, f);
+         if (!policy.ok()) return policy.error();
+         job.policy = *policy;
+         return Ok();
+       }},
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto setter = setters.find(args[i]);
+    if (setter == setters.end()) return InvalidArgument(args[i], "unknown flag; see --help");
+    if (i + 1 >= args.size()) return InvalidArgument(args[i], "needs a value");
+    if (Status status = setter->second(args[i], args[i + 1]); !status.ok()) return status.error();
+    ++i;
+  }
+  if (flags.listen.empty()) return InvalidArgument("--listen", "is required, e.g. 127.0.0.1:50051");
+  if (flags.job_token_file.empty()) return InvalidArgument("--job-token-file", "is required");
+  if (job.global_batch < 1) return InvalidArgument("--global-batch", "is required and must be >= 1");
+  job.name = "template";
+  job.token = "template-token";
+  if (Status status = ValidateJobConfig(job); !status.ok()) {
+    Error error = status.error();
+    error.field = "--" + error.field;
+    return error;
+  }
+  return flags;
+}
+
+}  // namespace fulcrum::coordinator

@@ -1,0 +1,23 @@
+// Command line of fulcrum-coordinator, parsed and validated (errors name the flag).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operator/common/result.h"
+#include "operator/coordinator/job_config.h"
+
+namespace fulcrum::coordinator {
+
+struct CoordinatorFlags {
+  std::string listen;
+  std::string job_token_file;
+  std::string state_file;        // JSON snapshot of every job, rewritten twice a second
+  JobConfig job_template;        // everything but name and token, shared by all jobs
+};
+
+extern const char* const kCoordinatorUsage;
+
+Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& args);
+
+}  // namespace fulcrum::coordinator

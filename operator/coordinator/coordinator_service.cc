@@ -1,0 +1,317 @@
+#include "operator/coordinator/coordinator_service.h"
+
+#include <chrono>
+#include <utility>
+
+#include "proto/support/json_log.h"
+
+namespace fulcrum::coordinator {
+namespace {
+
+constexpr auto kTickPeriod = std::chrono::milliseconds(50);
+
+grpc::StatusCode ToGrpcCode(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case ErrorCode::kNotFound: return grpc::StatusCode::NOT_FOUND;
+    case ErrorCode::kAlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
+    case ErrorCode::kConflict: return grpc::StatusCode::ABORTED;
+    case ErrorCode::kFailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
+    case ErrorCode::kInfeasible: return grpc::StatusCode::FAILED_PRECONDITION;
+    case ErrorCode::kUnauthenticated: return grpc::StatusCode::UNAUTHENTICATED;
+    case ErrorCode::kPermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
+    case ErrorCode::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ErrorCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
+    case ErrorCode::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case ErrorCode::kExpired: return grpc::StatusCode::FAILED_PRECONDITION;
+    case ErrorCode::kInternal: return grpc::StatusCode::INTERNAL;
+  }
+  return grpc::StatusCode::INTERNAL;
+}
+
+grpc::Status ToGrpc(const Error& error) {
+  const std::string message = error.field.empty() ? error.message : error.field + ": " + error.message;
+  return {ToGrpcCode(error.code), message};
+}
+
+// Constant-time comparison, so the reply time does not tell how much of a guess was right.
+bool SameSecret(const std::string& a, const std::string& b) {
+  unsigned char difference = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    difference |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  }
+  return difference == 0;
+}
+
+Status ValidateHello(const fulcrum::v1::Hello& hello) {
+  const std::pair<const std::string*, const char*> strings[] = {
+      {&hello.job(), "hello.job"},           {&hello.pod(), "hello.pod"},
+      {&hello.node(), "hello.node"},         {&hello.gpu_product(), "hello.gpu_product"},
+      {&hello.token(), "hello.token"},       {&hello.store_address(), "hello.store_address"}};
+  for (const auto& [value, field] : strings) {
+    if (value->size() > kMaxStringBytes) {
+      return InvalidArgument(field, "is longer than " + std::to_string(kMaxStringBytes) + " bytes");
+    }
+  }
+  if (hello.job().empty()) return InvalidArgument("hello.job", "must name the job");
+  if (hello.pod().empty()) return InvalidArgument("hello.pod", "must be a unique trainer name");
+  if (hello.store_address().find(':') == std::string::npos) {
+    return InvalidArgument("hello.store_address", "must be host:port of the trainer's TCPStore");
+  }
+  if (hello.gpu_memory() < 0) return InvalidArgument("hello.gpu_memory", "must be >= 0");
+  if (hello.step() < 0) return InvalidArgument("hello.step", "must be >= 0");
+  return Ok();
+}
+
+}  // namespace
+
+// One trainer's outgoing messages, written in order by a thread of its own so a slow reader
+// never blocks the coordinator or the other trainers.
+class CoordinatorService::Outlet {
+ public:
+  Outlet(grpc::ServerContext* context,
+         grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage, fulcrum::v1::TrainerMessage>*
+             stream)
+      : context_(context), writer_([this, stream](std::stop_token stop) { Run(stop, stream); }) {}
+
+  ~Outlet() {
+    {
+      std::lock_guard lock(mutex_);  // the writer is either waiting or will see the stop
+      writer_.request_stop();
+    }
+    wake_.notify_all();
+  }
+
+  void Push(fulcrum::v1::CoordinatorMessage message) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.push_back(std::move(message));
+    }
+    wake_.notify_all();
+  }
+
+  void Cancel() { context_->TryCancel(); }
+
+ private:
+  void Run(std::stop_token stop,
+           grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage, fulcrum::v1::TrainerMessage>*
+               stream) {
+    while (true) {
+      fulcrum::v1::CoordinatorMessage message;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stop.stop_requested() || !queue_.empty(); });
+        if (stop.stop_requested()) return;
+        message = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (!stream->Write(message)) return;  // the stream is gone; the reader will notice
+    }
+  }
+
+  grpc::ServerContext* context_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<fulcrum::v1::CoordinatorMessage> queue_;
+  std::jthread writer_;  // last: started after everything it uses exists
+};
+
+CoordinatorService::CoordinatorService()
+    : ticker_([this](std::stop_token stop) { TickLoop(stop); }) {}
+
+CoordinatorService::~CoordinatorService() { ticker_.request_stop(); }
+
+Status CoordinatorService::AddJob(JobConfig config) {
+  Result<Job> job = Job::Create(config);
+  if (!job.ok()) return job.error();
+  std::lock_guard lock(mutex_);
+  const auto existing = jobs_.find(config.name);
+  if (existing != jobs_.end()) {
+    if (existing->second.generation() > 0) {
+      return Error{ErrorCode::kFailedPrecondition,
+                   "job \"" + config.name + "\" is running; remove it before changing it", "name"};
+    }
+    existing->second = std::move(*job);
+    return Ok();
+  }
+  jobs_.emplace(config.name, std::move(*job));
+  log::Info("coordinator", config.name, "job registered",
+            {{"global_batch", config.global_batch}, {"min_workers", config.min_workers},
+             {"policy", balancer::ToString(config.policy)}});
+  return Ok();
+}
+
+Status CoordinatorService::RemoveJob(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  if (jobs_.erase(name) == 0) return Error{ErrorCode::kNotFound, "no job \"" + name + "\"", "name"};
+  for (auto& [key, outlet] : sessions_) {
+    if (key.job == name) outlet->Cancel();
+  }
+  return Ok();
+}
+
+Status CoordinatorService::SendControl(const std::string& job, fulcrum::v1::Control::Action action,
+                                       const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  const auto it = jobs_.find(job);
+  if (it == jobs_.end()) return Error{ErrorCode::kNotFound, "no job \"" + job + "\"", "job"};
+  Outbox out;
+  it->second.SendControl(action, reason, out);
+  Deliver(job, out);
+  return Ok();
+}
+
+std::vector<JobSnapshot> CoordinatorService::Snapshot() const {
+  std::lock_guard lock(mutex_);
+  std::vector<JobSnapshot> snapshots;
+  for (const auto& [name, job] : jobs_) snapshots.push_back(job.Snapshot());
+  return snapshots;
+}
+
+void CoordinatorService::Deliver(const std::string& job, Outbox& out) {
+  for (Outgoing& message : out) {
+    const auto it = sessions_.find(SessionKey{job, message.pod});
+    if (it != sessions_.end()) it->second->Push(std::move(message.message));
+  }
+  out.clear();
+}
+
+Result<CoordinatorService::SessionKey> CoordinatorService::Open(
+    const fulcrum::v1::TrainerMessage& first, const std::shared_ptr<Outlet>& outlet) {
+  if (!first.has_hello()) {
+    return InvalidArgument("hello", "the first message of a Session must be a Hello");
+  }
+  const fulcrum::v1::Hello& hello = first.hello();
+  if (Status status = ValidateHello(hello); !status.ok()) return status.error();
+  std::lock_guard lock(mutex_);
+  const auto job = jobs_.find(hello.job());
+  if (job == jobs_.end()) {
+    return Error{ErrorCode::kNotFound,
+                 "unknown job \"" + hello.job() + "\": check --job / the job's name", "hello.job"};
+  }
+  if (!SameSecret(hello.token(), job->second.config().token)) {
+    log::Warn("coordinator", hello.job(), "rejected a trainer with a wrong token",
+              {{"pod", hello.pod()}});
+    return Error{ErrorCode::kUnauthenticated,
+                 "wrong token for job \"" + hello.job() + "\": use the job's token file/Secret",
+                 "hello.token"};
+  }
+  SessionKey key{hello.job(), hello.pod()};
+  if (auto previous = sessions_.find(key); previous != sessions_.end()) {
+    previous->second->Cancel();  // a reconnect replaces the stale stream
+  }
+  sessions_[key] = outlet;
+  Outbox out;
+  if (Status status = job->second.Join(hello, Clock::now(), out); !status.ok()) {
+    sessions_.erase(key);
+    return status.error();
+  }
+  Deliver(key.job, out);
+  return key;
+}
+
+Status CoordinatorService::Dispatch(const SessionKey& key,
+                                    const fulcrum::v1::TrainerMessage& message) {
+  std::lock_guard lock(mutex_);
+  const auto job = jobs_.find(key.job);
+  if (job == jobs_.end()) return MakeError(ErrorCode::kNotFound, "the job was removed");
+  const auto now = Clock::now();
+  Outbox out;
+  Status status = Ok();
+  switch (message.body_case()) {
+    case fulcrum::v1::TrainerMessage::kStepReport:
+      status = job->second.Report(key.pod, message.step_report(), now, out);
+      break;
+    case fulcrum::v1::TrainerMessage::kHeartbeat:
+      status = job->second.Heartbeat(key.pod, message.heartbeat(), now);
+      break;
+    case fulcrum::v1::TrainerMessage::kRejoin:
+      if (message.rejoin().reason().size() > 4 * kMaxStringBytes) {
+        status = InvalidArgument("rejoin.reason", "is too long (1012 bytes at most)");
+      } else {
+        status = job->second.Rejoin(key.pod, message.rejoin(), now);
+      }
+      break;
+    case fulcrum::v1::TrainerMessage::kHello:
+      status = InvalidArgument("hello", "a Session says Hello once; open a new stream to rejoin");
+      break;
+    case fulcrum::v1::TrainerMessage::BODY_NOT_SET:
+      status = InvalidArgument("body", "empty TrainerMessage: set step_report, heartbeat or rejoin");
+      break;
+  }
+  Deliver(key.job, out);
+  return status;
+}
+
+void CoordinatorService::Close(const SessionKey& key, const std::shared_ptr<Outlet>& outlet) {
+  std::lock_guard lock(mutex_);
+  const auto it = sessions_.find(key);
+  if (it == sessions_.end() || it->second != outlet) return;  // replaced by a newer stream
+  sessions_.erase(it);
+  const auto job = jobs_.find(key.job);
+  if (job != jobs_.end()) job->second.Disconnect(key.pod, Clock::now());
+}
+
+grpc::Status CoordinatorService::Session(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage, fulcrum::v1::TrainerMessage>*
+        stream) {
+  fulcrum::v1::TrainerMessage message;
+  if (!stream->Read(&message)) {
+    return {grpc::StatusCode::INVALID_ARGUMENT, "the stream ended before a Hello"};
+  }
+  auto outlet = std::make_shared<Outlet>(context, stream);
+  Result<SessionKey> key = Open(message, outlet);
+  if (!key.ok()) return ToGrpc(key.error());
+  grpc::Status result = grpc::Status::OK;
+  while (stream->Read(&message)) {
+    if (Status status = Dispatch(*key, message); !status.ok()) {
+      log::Warn("coordinator", key->job, "rejected a trainer message",
+                {{"pod", key->pod}, {"error", status.error().ToString()}});
+      result = ToGrpc(status.error());
+      break;
+    }
+  }
+  Close(*key, outlet);
+  return result;
+}
+
+void CoordinatorService::TickLoop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    std::this_thread::sleep_for(kTickPeriod);
+    std::lock_guard lock(mutex_);
+    for (auto& [name, job] : jobs_) {
+      Outbox out;
+      for (const std::string& pod : job.Tick(Clock::now(), out)) {
+        if (auto it = sessions_.find(SessionKey{name, pod}); it != sessions_.end()) {
+          it->second->Cancel();
+        }
+      }
+      Deliver(name, out);
+    }
+  }
+}
+
+Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const std::string& listen_address) {
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.RegisterService(&server->service_);
+  server->server_ = builder.BuildAndStart();
+  if (!server->server_ || server->port_ == 0) {
+    return InvalidArgument("listen", "cannot listen on \"" + listen_address +
+                                         "\": use host:port with a free port (port 0 picks one)");
+  }
+  return server;
+}
+
+void CoordinatorServer::Shutdown() {
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+}  // namespace fulcrum::coordinator

@@ -1,0 +1,88 @@
+// The gRPC side of the coordinator: one Session stream per trainer, authenticated by the
+// job's token, dispatched to that job's state machine (job.h). A ticker thread drives
+// timeouts and pending generations. The operator hosts this service; fulcrum-coordinator
+// runs it alone for local training.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "fulcrum/v1/coordinator.grpc.pb.h"
+#include "operator/common/result.h"
+#include "operator/coordinator/job.h"
+#include "operator/coordinator/job_config.h"
+#include "operator/coordinator/job_snapshot.h"
+
+namespace fulcrum::coordinator {
+
+// Largest message either side accepts; larger ones fail with RESOURCE_EXHAUSTED.
+inline constexpr int kMaxMessageBytes = 64 * 1024;
+// Longest string field (a DNS name is at most 253 characters).
+inline constexpr std::size_t kMaxStringBytes = 253;
+
+class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
+ public:
+  CoordinatorService();
+  ~CoordinatorService() override;
+  CoordinatorService(const CoordinatorService&) = delete;
+  CoordinatorService& operator=(const CoordinatorService&) = delete;
+
+  // Registers a job, or replaces its configuration if there are no members yet.
+  Status AddJob(JobConfig config);
+  Status RemoveJob(const std::string& name);
+  Status SendControl(const std::string& job, fulcrum::v1::Control::Action action,
+                     const std::string& reason);
+  std::vector<JobSnapshot> Snapshot() const;
+
+  grpc::Status Session(grpc::ServerContext* context,
+                       grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage,
+                                                fulcrum::v1::TrainerMessage>* stream) override;
+
+ private:
+  class Outlet;  // one trainer's outgoing queue and writer thread
+  struct SessionKey {
+    std::string job;
+    std::string pod;
+    auto operator<=>(const SessionKey&) const = default;
+  };
+
+  Result<SessionKey> Open(const fulcrum::v1::TrainerMessage& first,
+                          const std::shared_ptr<Outlet>& outlet);
+  Status Dispatch(const SessionKey& key, const fulcrum::v1::TrainerMessage& message);
+  void Close(const SessionKey& key, const std::shared_ptr<Outlet>& outlet);
+  void Deliver(const std::string& job, Outbox& out);  // requires mutex_
+  void TickLoop(std::stop_token stop);
+
+  mutable std::mutex mutex_;
+  std::map<std::string, Job, std::less<>> jobs_;
+  std::map<SessionKey, std::shared_ptr<Outlet>> sessions_;
+  std::jthread ticker_;
+};
+
+// A running gRPC server with the service on `listen_address` ("127.0.0.1:0" picks a port).
+class CoordinatorServer {
+ public:
+  static Result<std::unique_ptr<CoordinatorServer>> Start(const std::string& listen_address);
+  ~CoordinatorServer();
+
+  int port() const { return port_; }
+  CoordinatorService& service() { return service_; }
+  void Wait() { server_->Wait(); }
+  void Shutdown();
+
+ private:
+  CoordinatorServer() = default;
+  CoordinatorService service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace fulcrum::coordinator

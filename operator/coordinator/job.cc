@@ -1,0 +1,435 @@
+#include "operator/coordinator/job.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "operator/balancer/planner.h"
+#include "proto/support/json_log.h"
+
+namespace fulcrum::coordinator {
+namespace {
+
+constexpr double kAverageWeight = 0.2;  // exponential average over ~5 steps
+constexpr int64_t kMaxApplyLeadSteps = 1000;
+
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Status CheckFinite(double value, const char* field) {
+  if (!std::isfinite(value) || value < 0.0) {
+    return InvalidArgument(field, "must be a finite number >= 0");
+  }
+  return Ok();
+}
+
+Status ValidateReport(const fulcrum::v1::StepReport& report) {
+  if (report.step() < 0) return InvalidArgument("step_report.step", "must be >= 0");
+  if (report.local_batch() < 0) return InvalidArgument("step_report.local_batch", "must be >= 0");
+  if (report.peak_memory() < 0) return InvalidArgument("step_report.peak_memory", "must be >= 0");
+  for (auto [value, field] : {std::pair{report.compute_seconds(), "step_report.compute_seconds"},
+                              std::pair{report.comm_seconds(), "step_report.comm_seconds"},
+                              std::pair{report.step_seconds(), "step_report.step_seconds"}}) {
+    if (Status status = CheckFinite(value, field); !status.ok()) return status;
+  }
+  return Ok();
+}
+
+double Median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+Result<Job> Job::Create(JobConfig config) {
+  if (Status status = ValidateJobConfig(config); !status.ok()) return status.error();
+  balancer::ControllerConfig controller_config;
+  controller_config.global_batch = config.global_batch;
+  controller_config.policy = config.policy;
+  controller_config.interval_steps = config.interval_steps;
+  controller_config.min_gain = config.min_gain;
+  controller_config.seed = config.seed;
+  Result<balancer::Controller> controller = balancer::Controller::Create(controller_config);
+  if (!controller.ok()) return controller.error();
+  return Job(std::move(config), std::move(*controller));
+}
+
+Job::Job(JobConfig config, balancer::Controller controller)
+    : config_(std::move(config)), controller_(std::move(controller)) {}
+
+Job::Member* Job::Find(std::string_view pod) {
+  const auto it = members_.find(pod);
+  return it == members_.end() ? nullptr : &it->second;
+}
+
+Status Job::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out) {
+  if (Member* known = Find(hello.pod())) {
+    const bool same_process = known->hello.store_address() == hello.store_address();
+    known->connected = true;
+    known->last_seen = now;
+    if (same_process && known->rank >= 0) {
+      // A reconnect after a network blip: the trainer kept training; tell it where it stands.
+      log::Info("coordinator", config_.name, "trainer reconnected", {{"pod", hello.pod()}});
+      Outbox everyone;
+      SendAssignments(last_decided_step_, "reconnected", everyone);
+      for (Outgoing& message : everyone) {
+        if (message.pod == hello.pod()) out.push_back(std::move(message));
+      }
+      return Ok();
+    }
+    known->hello = hello;
+    known->rank = -1;
+    ScheduleGeneration(now, "restarted: " + hello.pod(), /*force=*/true);
+    return Ok();
+  }
+  Member member;
+  member.hello = hello;
+  member.join_sequence = next_join_sequence_++;
+  member.last_seen = now;
+  members_.emplace(hello.pod(), std::move(member));
+  log::Info("coordinator", config_.name, "trainer joined",
+            {{"pod", hello.pod()}, {"node", hello.node()}, {"gpu_product", hello.gpu_product()}});
+  ScheduleGeneration(now, "joined: " + hello.pod(), /*force=*/false);
+  return Ok();
+}
+
+void Job::Disconnect(std::string_view pod, Clock::time_point now) {
+  Member* member = Find(pod);
+  if (member == nullptr || !member->connected) return;
+  member->connected = false;
+  member->disconnected_at = now;
+  log::Info("coordinator", config_.name, "trainer stream closed",
+            {{"pod", pod}, {"leave_after_ms", config_.leave_timeout.count()}});
+}
+
+void Job::ScheduleGeneration(Clock::time_point now, std::string reason, bool force) {
+  if (!pending_since_) pending_since_ = now;
+  pending_reason_ += (pending_reason_.empty() ? "" : "; ") + reason;
+  pending_force_ = pending_force_ || force;
+}
+
+Status Job::SyncControllerMembers(const std::vector<std::string>& pods) {
+  for (const std::string& pod : controller_members_) {
+    if (std::find(pods.begin(), pods.end(), pod) != pods.end()) continue;
+    if (Status status = controller_.RemoveWorker(pod); !status.ok()) return status;
+  }
+  for (const std::string& pod : pods) {
+    if (std::find(controller_members_.begin(), controller_members_.end(), pod) !=
+        controller_members_.end()) {
+      continue;
+    }
+    const Member& member = members_.at(pod);
+    balancer::WorkerInfo info;
+    info.id = pod;
+    info.gpu_product = member.hello.gpu_product();
+    info.memory_bytes = member.hello.gpu_memory();
+    // Every worker takes at least one sample when B allows it; otherwise some may idle.
+    info.min_batch = config_.global_batch >= static_cast<int>(pods.size()) ? 1 : 0;
+    if (Status status = controller_.AddWorker(info); !status.ok()) return status;
+  }
+  controller_members_ = pods;
+  return Ok();
+}
+
+Status Job::DecidePlan(int64_t step, std::string* reason) {
+  last_decided_step_ = std::max(last_decided_step_, step);
+  Result<balancer::StepDecision> decision = controller_.Decide(last_decided_step_);
+  if (!decision.ok()) return decision.error();
+  const balancer::Plan& plan = controller_.plan();
+  std::vector<int> by_rank(ranks_.size(), 0);
+  for (std::size_t i = 0; i < plan.workers.size(); ++i) {
+    const auto rank = std::find(ranks_.begin(), ranks_.end(), plan.workers[i].id) - ranks_.begin();
+    by_rank[static_cast<std::size_t>(rank)] = decision->batches[i];
+  }
+  *reason = decision->plan_changed ? plan.reason : "batch dither (identifying c(b) = a + k*b)";
+  if (decision->plan_changed) {
+    last_rebalance_ = {last_decided_step_, plan.reason, UnixSeconds(), by_rank};
+  }
+  const bool changed = by_rank != batches_ || accumulation_steps_ != decision->accumulation_steps;
+  batches_ = std::move(by_rank);
+  accumulation_steps_ = decision->accumulation_steps;
+  if (!changed) reason->clear();
+  return Ok();
+}
+
+void Job::FormGeneration(Outbox& out) {
+  std::vector<const Member*> candidates;
+  for (const auto& [pod, member] : members_) {
+    if (member.connected) candidates.push_back(&member);
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const Member* a, const Member* b) {
+    return a->join_sequence < b->join_sequence;
+  });
+  if (config_.max_workers > 0 && candidates.size() > static_cast<std::size_t>(config_.max_workers)) {
+    candidates.resize(static_cast<std::size_t>(config_.max_workers));
+  }
+  std::vector<std::string> pods;
+  for (const Member* member : candidates) pods.push_back(member->hello.pod());
+  const std::string reason = pending_reason_;
+  const bool force = pending_force_;
+  pending_since_.reset();
+  pending_reason_.clear();
+  pending_force_ = false;
+  if (pods == ranks_ && !force && generation_ > 0) return;  // e.g. a spare joined
+
+  if (Status status = SyncControllerMembers(pods); !status.ok()) {
+    log::Error("coordinator", config_.name, "balancer refused membership",
+               {{"error", status.error().ToString()}});
+    return;
+  }
+  ++generation_;
+  for (auto& [pod, member] : members_) member.rank = -1;
+  ranks_ = pods;
+  for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
+    members_.at(ranks_[rank]).rank = static_cast<int>(rank);
+  }
+  reporters_by_step_.clear();
+  batches_.clear();
+  std::string plan_reason;
+  if (Status status = DecidePlan(completed_step_ + 1, &plan_reason); !status.ok()) {
+    log::Error("coordinator", config_.name, "balancer could not plan",
+               {{"error", status.error().ToString()}});
+    return;
+  }
+  log::Info("coordinator", config_.name, "new generation",
+            {{"generation", generation_}, {"members", ranks_}, {"batches", batches_},
+             {"reason", reason}});
+  SendAssignments(0, "generation " + std::to_string(generation_) + ": " + reason, out);
+}
+
+void Job::SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out) {
+  if (ranks_.empty()) return;
+  const std::string rendezvous = members_.at(ranks_.front()).hello.store_address();
+  for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
+    Outgoing message{ranks_[rank], {}};
+    fulcrum::v1::Assignment& assignment = *message.message.mutable_assignment();
+    assignment.set_generation(generation_);
+    assignment.set_rank(static_cast<int>(rank));
+    assignment.set_world_size(static_cast<int>(ranks_.size()));
+    assignment.set_rendezvous_address(rendezvous);
+    assignment.set_local_batch(batches_[rank]);
+    assignment.set_global_batch(config_.global_batch);
+    assignment.set_apply_at_step(apply_at_step);
+    for (int batch : batches_) assignment.add_batches(batch);
+    assignment.set_accumulation_steps(accumulation_steps_);
+    assignment.set_reason(reason);
+    out.push_back(std::move(message));
+  }
+}
+
+Status Job::CheckReportGeneration(const Member& member, int64_t generation) const {
+  if (generation > generation_) {
+    return InvalidArgument("step_report.generation",
+                           "generation " + std::to_string(generation) +
+                               " was never announced; the current one is " +
+                               std::to_string(generation_));
+  }
+  if (generation < generation_ - 1 || (generation < generation_ && member.rank < 0) ||
+      (generation == generation_ && member.rank < 0)) {
+    return Error{ErrorCode::kFailedPrecondition,
+                 "stale generation " + std::to_string(generation) + " (current is " +
+                     std::to_string(generation_) +
+                     "): this trainer is not a member of it; follow the latest Assignment",
+                 "step_report.generation"};
+  }
+  return Ok();
+}
+
+Status Job::Report(std::string_view pod, const fulcrum::v1::StepReport& report,
+                   Clock::time_point now, Outbox& out) {
+  Member* member = Find(pod);
+  if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
+  member->last_seen = now;
+  if (Status status = ValidateReport(report); !status.ok()) return status;
+  if (Status status = CheckReportGeneration(*member, report.generation()); !status.ok()) {
+    return status;
+  }
+  if (report.generation() < generation_) return Ok();  // in flight while the generation changed
+  member->last_report = report;
+  balancer::StepReport observation;
+  observation.worker_id = std::string(pod);
+  observation.step = report.step();
+  observation.local_batch = report.local_batch();
+  observation.accumulation_steps = std::max(1, accumulation_steps_);
+  observation.compute_seconds = report.compute_seconds();
+  observation.comm_seconds = report.comm_seconds();
+  observation.peak_memory_bytes = report.peak_memory();
+  observation.out_of_memory = report.out_of_memory();
+  if (Status status = controller_.Observe(observation); !status.ok()) return status;
+
+  std::set<std::string>& reporters = reporters_by_step_[report.step()];
+  reporters.insert(std::string(pod));
+  if (reporters.size() == ranks_.size()) {
+    reporters_by_step_.erase(reporters_by_step_.begin(), std::next(reporters_by_step_.find(report.step())));
+    OnStepComplete(report.step(), out);
+  }
+  return Ok();
+}
+
+void Job::OnStepComplete(int64_t step, Outbox& out) {
+  std::vector<double> step_seconds;
+  int samples = 0;
+  for (const std::string& pod : ranks_) {
+    const Member& member = members_.at(pod);
+    if (!member.last_report) continue;
+    step_seconds.push_back(member.last_report->step_seconds());
+    samples += member.last_report->local_batch();
+  }
+  if (!step_seconds.empty()) {
+    const double seconds = Median(step_seconds);
+    const double first = completed_step_ < 0 || step_seconds_average_ == 0.0;
+    step_seconds_average_ =
+        first ? seconds : (1 - kAverageWeight) * step_seconds_average_ + kAverageWeight * seconds;
+    if (seconds > 0.0) {
+      const double rate = samples / seconds;
+      samples_per_second_average_ =
+          samples_per_second_average_ == 0.0
+              ? rate
+              : (1 - kAverageWeight) * samples_per_second_average_ + kAverageWeight * rate;
+    }
+  }
+  completed_step_ = std::max(completed_step_, step);
+  int64_t lead = config_.min_apply_lead_steps;
+  if (step_seconds_average_ > 0.0) {
+    lead = std::max<int64_t>(
+        lead, static_cast<int64_t>(std::ceil(config_.apply_lead_seconds / step_seconds_average_)));
+  }
+  lead = std::min(lead, kMaxApplyLeadSteps);
+  std::string reason;
+  if (Status status = DecidePlan(step + lead, &reason); !status.ok()) {
+    log::Error("coordinator", config_.name, "balancer could not plan",
+               {{"error", status.error().ToString()}});
+    return;
+  }
+  if (reason.empty()) return;
+  log::Info("coordinator", config_.name, "new batches",
+            {{"generation", generation_}, {"apply_at_step", last_decided_step_},
+             {"batches", batches_}, {"reason", reason}});
+  SendAssignments(last_decided_step_, reason, out);
+}
+
+Status Job::Heartbeat(std::string_view pod, const fulcrum::v1::Heartbeat& heartbeat,
+                      Clock::time_point now) {
+  Member* member = Find(pod);
+  if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
+  if (heartbeat.generation() > generation_) {
+    return InvalidArgument("heartbeat.generation", "was never announced; current is " +
+                                                       std::to_string(generation_));
+  }
+  member->last_seen = now;
+  return Ok();
+}
+
+Status Job::Rejoin(std::string_view pod, const fulcrum::v1::Rejoin& rejoin, Clock::time_point now) {
+  Member* member = Find(pod);
+  if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
+  member->last_seen = now;
+  if (rejoin.generation() > generation_) {
+    return InvalidArgument("rejoin.generation", "was never announced; current is " +
+                                                    std::to_string(generation_));
+  }
+  if (rejoin.generation() < generation_) return Ok();  // already re-formed since
+  log::Warn("coordinator", config_.name, "trainer fell out of its generation",
+            {{"pod", pod}, {"generation", rejoin.generation()}, {"reason", rejoin.reason()}});
+  ScheduleGeneration(now, "rejoin requested by " + std::string(pod), /*force=*/true);
+  return Ok();
+}
+
+std::vector<std::string> Job::Tick(Clock::time_point now, Outbox& out) {
+  std::vector<std::string> silent;
+  for (auto it = members_.begin(); it != members_.end();) {
+    Member& member = it->second;
+    if (member.connected && now - member.last_seen > config_.heartbeat_timeout) {
+      log::Warn("coordinator", config_.name, "trainer missed its heartbeats; removing it",
+                {{"pod", it->first}});
+      silent.push_back(it->first);
+      member.connected = false;
+      member.disconnected_at = now - config_.leave_timeout;
+    }
+    if (!member.connected && now - member.disconnected_at >= config_.leave_timeout) {
+      log::Info("coordinator", config_.name, "trainer left", {{"pod", it->first}});
+      if (member.rank >= 0) ScheduleGeneration(now, "left: " + it->first, /*force=*/true);
+      it = members_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  const auto connected = std::count_if(members_.begin(), members_.end(),
+                                       [](const auto& entry) { return entry.second.connected; });
+  if (pending_since_ && now - *pending_since_ >= config_.settle &&
+      connected >= config_.min_workers) {
+    FormGeneration(out);
+  }
+  return silent;
+}
+
+void Job::SendControl(fulcrum::v1::Control::Action action, const std::string& reason, Outbox& out) {
+  for (const auto& [pod, member] : members_) {
+    if (!member.connected) continue;
+    Outgoing message{pod, {}};
+    message.message.mutable_control()->set_action(action);
+    message.message.mutable_control()->set_reason(reason);
+    out.push_back(std::move(message));
+  }
+}
+
+JobSnapshot Job::Snapshot() const {
+  JobSnapshot snapshot;
+  snapshot.name = config_.name;
+  snapshot.policy = std::string(balancer::ToString(config_.policy));
+  snapshot.global_batch = config_.global_batch;
+  snapshot.generation = generation_;
+  snapshot.step = completed_step_;
+  snapshot.plan = batches_;
+  snapshot.plan_changes = controller_.plan_changes();
+  snapshot.last_rebalance = last_rebalance_;
+  snapshot.measured_samples_per_second = samples_per_second_average_;
+
+  balancer::PlanRequest ideal_request;
+  ideal_request.global_batch = config_.global_batch;
+  ideal_request.tail_seconds = controller_.TailSeconds();
+  bool all_fitted = !ranks_.empty();
+  for (const auto& [pod, member] : members_) {
+    MemberSnapshot view;
+    view.pod = pod;
+    view.node = member.hello.node();
+    view.gpu_product = member.hello.gpu_product();
+    view.connected = member.connected;
+    view.rank = member.rank;
+    if (member.rank >= 0 && static_cast<std::size_t>(member.rank) < batches_.size()) {
+      view.local_batch = batches_[static_cast<std::size_t>(member.rank)];
+    }
+    if (member.last_report) {
+      view.last_step = member.last_report->step();
+      view.compute_seconds = member.last_report->compute_seconds();
+      view.step_seconds = member.last_report->step_seconds();
+      if (view.compute_seconds > 0.0) {
+        view.samples_per_second = member.last_report->local_batch() / view.compute_seconds;
+      }
+    }
+    if (const std::optional<balancer::LinearCost> cost = controller_.FittedCost(pod)) {
+      view.fitted_fixed_seconds = cost->fixed_seconds;
+      view.fitted_seconds_per_sample = cost->seconds_per_sample;
+      if (member.rank >= 0) {
+        ideal_request.workers.push_back({pod, cost->fixed_seconds, cost->seconds_per_sample,
+                                         config_.global_batch >= static_cast<int>(ranks_.size()) ? 1 : 0,
+                                         config_.global_batch, 0});
+      }
+    } else if (member.rank >= 0) {
+      all_fitted = false;
+    }
+    snapshot.members.push_back(std::move(view));
+  }
+  if (all_fitted && !ideal_request.workers.empty()) {
+    Result<balancer::Plan> ideal =
+        balancer::MakePlan(ideal_request, *balancer::MakePolicy(balancer::PolicyKind::kOptimal));
+    if (ideal.ok()) snapshot.ideal_samples_per_second = ideal->ideal_samples_per_second;
+  }
+  if (snapshot.ideal_samples_per_second > 0.0) {
+    snapshot.efficiency = snapshot.measured_samples_per_second / snapshot.ideal_samples_per_second;
+  }
+  return snapshot;
+}
+
+}  // namespace fulcrum::coordinator

@@ -1,0 +1,99 @@
+// One job's membership, generations and balancing, as a state machine without I/O: the
+// gRPC service feeds it trainer messages and clock ticks and sends what it puts in the outbox.
+// Not thread-safe; the service serialises calls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fulcrum/v1/coordinator.pb.h"
+#include "operator/balancer/controller.h"
+#include "operator/common/result.h"
+#include "operator/coordinator/job_config.h"
+#include "operator/coordinator/job_snapshot.h"
+
+namespace fulcrum::coordinator {
+
+using Clock = std::chrono::steady_clock;
+
+struct Outgoing {
+  std::string pod;
+  fulcrum::v1::CoordinatorMessage message;
+};
+using Outbox = std::vector<Outgoing>;
+
+class Job {
+ public:
+  static Result<Job> Create(JobConfig config);
+
+  const JobConfig& config() const { return config_; }
+  int64_t generation() const { return generation_; }
+
+  // A trainer said Hello (its token is already checked). A pod that reconnects while still
+  // remembered gets its current Assignment again; anyone else waits for the next generation.
+  Status Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out);
+  // The trainer's stream closed; it leaves after leave_timeout unless it reconnects.
+  void Disconnect(std::string_view pod, Clock::time_point now);
+  Status Report(std::string_view pod, const fulcrum::v1::StepReport& report, Clock::time_point now,
+                Outbox& out);
+  Status Heartbeat(std::string_view pod, const fulcrum::v1::Heartbeat& heartbeat,
+                   Clock::time_point now);
+  Status Rejoin(std::string_view pod, const fulcrum::v1::Rejoin& rejoin, Clock::time_point now);
+  // Timeouts and pending generations. Returns the pods whose streams must be closed because
+  // they stopped sending (heartbeat timeout).
+  std::vector<std::string> Tick(Clock::time_point now, Outbox& out);
+  void SendControl(fulcrum::v1::Control::Action action, const std::string& reason, Outbox& out);
+
+  JobSnapshot Snapshot() const;
+
+ private:
+  struct Member {
+    fulcrum::v1::Hello hello;
+    uint64_t join_sequence = 0;
+    bool connected = true;
+    Clock::time_point last_seen;
+    Clock::time_point disconnected_at;
+    int rank = -1;  // in the current generation, -1 if not a member of it
+    std::optional<fulcrum::v1::StepReport> last_report;
+  };
+
+  Job(JobConfig config, balancer::Controller controller);
+  Member* Find(std::string_view pod);
+  void ScheduleGeneration(Clock::time_point now, std::string reason, bool force);
+  void FormGeneration(Outbox& out);
+  Status SyncControllerMembers(const std::vector<std::string>& pods);
+  void OnStepComplete(int64_t step, Outbox& out);
+  Status DecidePlan(int64_t step, std::string* reason);
+  void SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out);
+  Status CheckReportGeneration(const Member& member, int64_t generation) const;
+
+  JobConfig config_;
+  balancer::Controller controller_;
+  std::map<std::string, Member, std::less<>> members_;
+  uint64_t next_join_sequence_ = 0;
+
+  int64_t generation_ = 0;
+  std::vector<std::string> ranks_;  // pods by rank
+  std::vector<int> batches_;        // the last plan sent, by rank
+  int accumulation_steps_ = 1;
+  std::vector<std::string> controller_members_;
+
+  std::optional<Clock::time_point> pending_since_;
+  std::string pending_reason_;
+  bool pending_force_ = false;
+
+  std::map<int64_t, std::set<std::string>> reporters_by_step_;
+  int64_t completed_step_ = -1;
+  int64_t last_decided_step_ = 0;
+  double step_seconds_average_ = 0.0;
+  double samples_per_second_average_ = 0.0;
+  RebalanceSnapshot last_rebalance_;
+};
+
+}  // namespace fulcrum::coordinator

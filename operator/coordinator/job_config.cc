@@ -1,0 +1,37 @@
+#include "operator/coordinator/job_config.h"
+
+#include <cmath>
+
+namespace fulcrum::coordinator {
+
+Status ValidateJobConfig(const JobConfig& config) {
+  if (config.name.empty() || config.name.size() > 253) {
+    return InvalidArgument("name", "must be 1 to 253 characters");
+  }
+  if (config.token.size() < 8) {
+    return InvalidArgument("token", "must be at least 8 characters; use a random secret");
+  }
+  if (config.global_batch < 1) return InvalidArgument("global_batch", "must be an integer >= 1");
+  if (config.min_workers < 1) return InvalidArgument("min_workers", "must be an integer >= 1");
+  if (config.max_workers != 0 && config.max_workers < config.min_workers) {
+    return InvalidArgument("max_workers", "must be 0 (no cap) or >= min_workers");
+  }
+  if (config.interval_steps < 1) return InvalidArgument("interval_steps", "must be >= 1");
+  if (!std::isfinite(config.min_gain) || config.min_gain < 0.0 || config.min_gain >= 1.0) {
+    return InvalidArgument("min_gain", "must be in [0, 1), e.g. 0.05");
+  }
+  if (config.leave_timeout.count() < 0) return InvalidArgument("leave_timeout", "must be >= 0");
+  if (config.heartbeat_timeout.count() <= 0) {
+    return InvalidArgument("heartbeat_timeout", "must be > 0");
+  }
+  if (config.settle.count() < 0) return InvalidArgument("settle", "must be >= 0");
+  if (config.min_apply_lead_steps < 1) {
+    return InvalidArgument("min_apply_lead_steps", "must be >= 1");
+  }
+  if (!std::isfinite(config.apply_lead_seconds) || config.apply_lead_seconds < 0.0) {
+    return InvalidArgument("apply_lead_seconds", "must be a number >= 0");
+  }
+  return Ok();
+}
+
+}  // namespace fulcrum::coordinator

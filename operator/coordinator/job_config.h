@@ -1,0 +1,39 @@
+// What the coordinator needs to know about one job: its secret, its global batch, how many
+// workers it waits for, and the balancing and liveness settings.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "operator/balancer/policy_kind.h"
+#include "operator/common/result.h"
+
+namespace fulcrum::coordinator {
+
+struct JobConfig {
+  std::string name;
+  std::string token;  // trainers must present it in Hello
+  int global_batch = 0;
+  int min_workers = 1;  // generation 1 starts once this many trainers are connected
+  int max_workers = 0;  // 0: no cap; extra trainers wait as spares
+  balancer::PolicyKind policy = balancer::PolicyKind::kOptimal;
+  int interval_steps = 10;
+  double min_gain = 0.05;
+  uint64_t seed = 0;
+  // A trainer whose stream closed is removed after this long unless it reconnects.
+  std::chrono::milliseconds leave_timeout{2000};
+  // A trainer that sent nothing for this long is removed (hung process, lost network).
+  std::chrono::milliseconds heartbeat_timeout{15000};
+  // Membership events closer than this are folded into one new generation.
+  std::chrono::milliseconds settle{300};
+  // A new plan is applied at least this many steps after the step that triggered it, and
+  // at least apply_lead_seconds of measured step time later, so every rank has it in time.
+  int min_apply_lead_steps = 3;
+  double apply_lead_seconds = 0.3;
+};
+
+// Checks every field; the error names the field and the fix.
+Status ValidateJobConfig(const JobConfig& config);
+
+}  // namespace fulcrum::coordinator

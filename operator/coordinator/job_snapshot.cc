@@ -1,0 +1,39 @@
+#include "operator/coordinator/job_snapshot.h"
+
+namespace fulcrum::coordinator {
+
+nlohmann::json ToJson(const JobSnapshot& job) {
+  nlohmann::json members = nlohmann::json::array();
+  for (const MemberSnapshot& member : job.members) {
+    members.push_back({{"pod", member.pod},
+                       {"node", member.node},
+                       {"gpu_product", member.gpu_product},
+                       {"connected", member.connected},
+                       {"rank", member.rank},
+                       {"local_batch", member.local_batch},
+                       {"last_step", member.last_step},
+                       {"compute_seconds", member.compute_seconds},
+                       {"step_seconds", member.step_seconds},
+                       {"samples_per_second", member.samples_per_second},
+                       {"fitted_fixed_seconds", member.fitted_fixed_seconds},
+                       {"fitted_seconds_per_sample", member.fitted_seconds_per_sample}});
+  }
+  return {{"name", job.name},
+          {"policy", job.policy},
+          {"global_batch", job.global_batch},
+          {"generation", job.generation},
+          {"step", job.step},
+          {"members", members},
+          {"plan", job.plan},
+          {"measured_samples_per_second", job.measured_samples_per_second},
+          {"ideal_samples_per_second", job.ideal_samples_per_second},
+          {"efficiency", job.efficiency},
+          {"plan_changes", job.plan_changes},
+          {"last_rebalance",
+           {{"apply_at_step", job.last_rebalance.apply_at_step},
+            {"reason", job.last_rebalance.reason},
+            {"unix_seconds", job.last_rebalance.unix_seconds},
+            {"batches", job.last_rebalance.batches}}}};
+}
+
+}  // namespace fulcrum::coordinator

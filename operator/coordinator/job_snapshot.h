@@ -1,0 +1,51 @@
+// A read-only picture of one job, for the operator's status and for tools.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fulcrum::coordinator {
+
+struct MemberSnapshot {
+  std::string pod;
+  std::string node;
+  std::string gpu_product;
+  bool connected = false;
+  int rank = -1;  // -1: waiting (spare, or joined after the generation formed)
+  int local_batch = 0;
+  int64_t last_step = -1;
+  double compute_seconds = 0.0;  // of the last reported step
+  double step_seconds = 0.0;
+  double samples_per_second = 0.0;  // local batch / compute seconds of the last step
+  double fitted_fixed_seconds = 0.0;       // the balancer's a_i
+  double fitted_seconds_per_sample = 0.0;  // the balancer's k_i
+};
+
+struct RebalanceSnapshot {
+  int64_t apply_at_step = -1;  // -1: no rebalance yet
+  std::string reason;
+  double unix_seconds = 0.0;
+  std::vector<int> batches;  // by rank
+};
+
+struct JobSnapshot {
+  std::string name;
+  std::string policy;
+  int global_batch = 0;
+  int64_t generation = 0;
+  int64_t step = -1;  // last step every member reported
+  std::vector<MemberSnapshot> members;
+  std::vector<int> plan;  // current batches by rank
+  double measured_samples_per_second = 0.0;  // B / median step time, averaged over recent steps
+  double ideal_samples_per_second = 0.0;     // X_UB for the fitted costs
+  double efficiency = 0.0;                   // measured / ideal
+  int plan_changes = 0;
+  RebalanceSnapshot last_rebalance;
+};
+
+nlohmann::json ToJson(const JobSnapshot& job);
+
+}  // namespace fulcrum::coordinator
