@@ -62,23 +62,26 @@ class Simulation {
     if (!decision.ok()) return decision.error();
     const int accumulation = decision->accumulation_steps;
     run.batches_per_step.push_back(decision->batches);
-    std::vector<double> compute(workers_.size(), 0.0);
+    Result<double> ideal = IdealStepSeconds();
+    if (!ideal.ok()) return ideal.error();
+    const std::vector<double> jitter = DrawJitter();
+    const std::vector<double> compute = TrueComputeSeconds(decision->batches, accumulation, jitter);
     bool out_of_memory = false;
     for (std::size_t i = 0; i < workers_.size(); ++i) {
-      const int batch = decision->batches[i];
-      if (batch == 0) continue;
       const GpuProfile& p = *workers_[i].profile;
-      compute[i] =
-          workers_[i].slowdown * (accumulation * p.fixed_seconds + p.seconds_per_sample * batch);
-      out_of_memory = out_of_memory || PeakGiB(p, MicroBatch(batch, accumulation)) > p.memory_gib;
+      const int batch = decision->batches[i];
+      out_of_memory = out_of_memory ||
+                      (batch > 0 && PeakGiB(p, MicroBatch(batch, accumulation)) > p.memory_gib);
     }
     const double slowest = *std::max_element(compute.begin(), compute.end());
     const double step_seconds = slowest + scenario_.tail_seconds;
     if (Status status = Report(step, *decision, compute, slowest); !status.ok())
       return status.error();
 
-    Result<double> ideal = IdealStepSeconds();
-    if (!ideal.ok()) return ideal.error();
+    const std::vector<double> oracle =
+        TrueComputeSeconds(oracle_batches_, oracle_accumulation_, jitter);
+    total_oracle_seconds_ +=
+        *std::max_element(oracle.begin(), oracle.end()) + scenario_.tail_seconds;
     run.out_of_memory_steps += out_of_memory ? 1 : 0;
     total_samples_ += out_of_memory ? 0 : scenario_.global_batch;
     total_seconds_ += step_seconds;
@@ -92,6 +95,7 @@ class Simulation {
     run.samples_per_second = total_samples_ / total_seconds_;
     run.ideal_samples_per_second = steps_ * double(scenario_.global_batch) / total_ideal_seconds_;
     run.efficiency = run.samples_per_second / run.ideal_samples_per_second;
+    run.oracle_efficiency = total_ideal_seconds_ / total_oracle_seconds_;
     run.idle_fraction = idle_sum_ / steps_;
     run.plan_changes = controller_.plan_changes();
   }
@@ -102,6 +106,30 @@ class Simulation {
   }
   static double PeakGiB(const GpuProfile& p, int micro_batch) {
     return p.memory_base_gib + p.memory_per_sample_gib * micro_batch;
+  }
+
+  // Per-worker multipliers of this step's true compute time; no draws without jitter, so the
+  // report noise stays the same sequence as before jitter existed.
+  std::vector<double> DrawJitter() {
+    std::vector<double> jitter(workers_.size(), 1.0);
+    if (scenario_.noise.jitter <= 0.0) return jitter;
+    std::normal_distribution<double> unit(0.0, 1.0);
+    for (double& factor : jitter)
+      factor = std::max(0.05, 1.0 + scenario_.noise.jitter * unit(random_));
+    return jitter;
+  }
+
+  // True compute seconds of `batches` (worker order) this step, jitter and slowdowns included.
+  std::vector<double> TrueComputeSeconds(const std::vector<int>& batches, int accumulation,
+                                         const std::vector<double>& jitter) const {
+    std::vector<double> compute(workers_.size(), 0.0);
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      if (batches[i] == 0) continue;
+      const GpuProfile& p = *workers_[i].profile;
+      compute[i] = jitter[i] * workers_[i].slowdown *
+                   (accumulation * p.fixed_seconds + p.seconds_per_sample * batches[i]);
+    }
+    return compute;
   }
 
   // What the trainers report: noisy compute, comm = wait for the straggler + noisy tail.
@@ -155,6 +183,11 @@ class Simulation {
     Result<balancer::Plan> best = balancer::MakePlan(truth, balancer::OptimalPolicy());
     if (!best.ok()) return best.error();
     ideal_step_seconds_ = best->ideal_step_seconds;
+    oracle_batches_.clear();
+    for (const balancer::WorkerAssignment& assignment : best->workers) {
+      oracle_batches_.push_back(assignment.batch);
+    }
+    oracle_accumulation_ = best->accumulation_steps;
     return *ideal_step_seconds_;
   }
 
@@ -164,6 +197,9 @@ class Simulation {
   std::vector<SimulatedWorker> workers_;
   int next_worker_ = 0;
   std::optional<double> ideal_step_seconds_;
+  std::vector<int> oracle_batches_;  // the true-optimal split, refreshed with X_UB
+  int oracle_accumulation_ = 1;
+  double total_oracle_seconds_ = 0.0;
   double total_samples_ = 0.0;
   double total_seconds_ = 0.0;
   double total_ideal_seconds_ = 0.0;

@@ -3,6 +3,9 @@
 // (a·s + k·b, times its slowdown), and reports only what a trainer measures: noisy compute
 // time, comm time (waiting for the straggler plus the all-reduce tail) and peak memory.
 // The simulator alone knows the truth and uses it for the measures (X_UB, η, idle fraction).
+// With noise.jitter > 0 the true compute times themselves vary from step to step; X_UB stays
+// the bound from the mean costs, which no split then reaches, so the run also reports the
+// oracle's η (the true-optimal split under the same jitter).
 #pragma once
 
 #include <cstdint>
@@ -29,8 +32,11 @@ struct PolicyRun {
   double samples_per_second = 0.0;        // measured: sum of B / sum of step times
   double ideal_samples_per_second = 0.0;  // X_UB from the true costs, same B, same members
   double efficiency = 0.0;                // η = samples_per_second / X_UB
-  double idle_fraction = 0.0;             // mean straggler idle fraction per step
-  int plan_changes = 0;                   // including the first plan
+  // η of the true-optimal split run under the same per-step jitter: what a balancer with
+  // perfect knowledge would reach (1.0 without jitter).
+  double oracle_efficiency = 0.0;
+  double idle_fraction = 0.0;  // mean straggler idle fraction per step
+  int plan_changes = 0;        // including the first plan
   int out_of_memory_steps = 0;
   std::vector<EventOutcome> events;  // the start first, then each scenario event
   std::vector<double> efficiency_per_step;

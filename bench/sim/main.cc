@@ -1,6 +1,8 @@
 // fulcrum-sim: runs scenarios through the balancer under each policy and prints JSON.
-//   fulcrum-sim [--policy optimal|proportional|equal|all] [--steps N] [--trace] SCENARIO.yaml...
-// --trace adds each step's efficiency and batches.
+//   fulcrum-sim [--policy optimal|proportional|equal|all] [--steps N] [--jitter F] [--trace]
+//               SCENARIO.yaml...
+// --trace adds each step's efficiency and batches; --jitter sets every scenario's noise.jitter
+// (relative std. dev. of the true per-step compute time).
 // Exit codes: 0 ok, 2 bad arguments or scenario.
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -28,6 +30,7 @@ ordered_json ToJson(const fulcrum::sim::PolicyRun& run, bool trace) {
   ordered_json out = {{"samples_per_second", run.samples_per_second},
                       {"ideal_samples_per_second", run.ideal_samples_per_second},
                       {"efficiency", run.efficiency},
+                      {"oracle_efficiency", run.oracle_efficiency},
                       {"idle_fraction", run.idle_fraction},
                       {"plan_changes", run.plan_changes},
                       {"out_of_memory_steps", run.out_of_memory_steps},
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
   std::vector<PolicyKind> policies = {PolicyKind::kOptimal, PolicyKind::kProportional,
                                       PolicyKind::kEqual};
   std::optional<int64_t> steps;
+  std::optional<double> jitter;
   bool trace = false;
   std::vector<std::string> paths;
   for (int i = 1; i < argc; ++i) {
@@ -66,9 +70,13 @@ int main(int argc, char** argv) {
     } else if (arg == "--steps" && i + 1 < argc) {
       steps = std::stoll(argv[++i]);
       if (*steps < 1) return Fail("--steps must be >= 1");
+    } else if (arg == "--jitter" && i + 1 < argc) {
+      jitter = std::stod(argv[++i]);
+      if (!(*jitter >= 0.0 && *jitter <= 0.3)) return Fail("--jitter must be in [0, 0.3]");
     } else if (!arg.empty() && arg[0] == '-') {
       return Fail("unknown option " + arg +
-                  "; usage: fulcrum-sim [--policy NAME|all] [--steps N] SCENARIO.yaml...");
+                  "; usage: fulcrum-sim [--policy NAME|all] [--steps N] [--jitter F] "
+                  "[--trace] SCENARIO.yaml...");
     } else {
       paths.push_back(arg);
     }
@@ -79,6 +87,7 @@ int main(int argc, char** argv) {
   for (const std::string& path : paths) {
     fulcrum::Result<fulcrum::sim::Scenario> scenario = fulcrum::sim::LoadScenario(path);
     if (!scenario.ok()) return Fail(scenario.error().ToString());
+    if (jitter) scenario->noise.jitter = *jitter;
     if (steps) {
       scenario->steps = *steps;
       std::erase_if(scenario->events, [&](const auto& event) { return event.step >= *steps; });

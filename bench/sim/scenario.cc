@@ -158,10 +158,14 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
     Result<double> probability =
         Read<double>(noise, "outlier_probability", "noise.", std::optional(0.0));
     Result<double> factor = Read<double>(noise, "outlier_factor", "noise.", std::optional(1.0));
-    for (const auto* result : {&compute, &comm, &probability, &factor}) {
+    Result<double> jitter = Read<double>(noise, "jitter", "noise.", std::optional(0.0));
+    for (const auto* result : {&compute, &comm, &probability, &factor, &jitter}) {
       if (!result->ok()) return result->error();
     }
-    scenario.noise = {*compute, *comm, *probability, *factor};
+    scenario.noise = {*compute, *comm, *probability, *factor, *jitter};
+    if (scenario.noise.jitter < 0 || scenario.noise.jitter > 0.3) {
+      return InvalidArgument("noise.jitter", "must be in [0, 0.3]");
+    }
     if (scenario.noise.compute < 0 || scenario.noise.compute > 0.3) {
       return InvalidArgument("noise.compute", "must be in [0, 0.3]");
     }

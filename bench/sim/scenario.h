@@ -42,6 +42,9 @@ struct Noise {
   double comm = 0.0;                 // relative std. dev. of the reported all-reduce tail
   double outlier_probability = 0.0;  // chance a report is inflated (a GC pause in the timer)
   double outlier_factor = 1.0;
+  // Relative std. dev. of the true compute time from step to step (data-dependent kernels,
+  // clocks, host interference): unlike the fields above, it slows the step itself.
+  double jitter = 0.0;
 };
 
 struct Scenario {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <utility>
 
 #include "operator/balancer/dither.h"
@@ -39,6 +40,12 @@ Status ValidateConfig(const ControllerConfig& config) {
   }
   if (!(config.dither_fraction >= 0.0 && config.dither_fraction <= 0.5)) {
     return InvalidArgument("dither_fraction", "must be a number in [0, 0.5]");
+  }
+  if (!(config.refinement_error_ratio >= 0.0 && config.refinement_error_ratio < 1.0)) {
+    return InvalidArgument("refinement_error_ratio", "must be a number in [0, 1), e.g. 0.5");
+  }
+  if (!(config.refinement_min_gain >= 0.0 && config.refinement_min_gain < 1.0)) {
+    return InvalidArgument("refinement_min_gain", "must be a number in [0, 1), e.g. 0.005");
   }
   if (config.dither_period_steps < 1) {
     return InvalidArgument("dither_period_steps", "must be an integer >= 1");
@@ -95,6 +102,41 @@ std::optional<LinearCost> Controller::FittedCost(std::string_view id) const {
   return worker->compute.estimate();
 }
 
+std::optional<LinearCost> Controller::PlanningCost(std::string_view id) const {
+  const Worker* worker = Find(id);
+  if (worker == nullptr) return std::nullopt;
+  return worker->planning_cost;
+}
+
+// Pools the models of workers that report the same GPU product (product_pool.h): members whose
+// own data cannot tell a from k take the pool's shape, and each worker plans with its pooled
+// cost. Workers without a product label, or alone with theirs, plan with their own fit.
+void Controller::PoolByProduct() {
+  std::map<std::string_view, std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    Worker& worker = workers_[i];
+    worker.planning_cost = worker.compute.estimate();
+    if (!worker.info.gpu_product.empty()) groups[worker.info.gpu_product].push_back(i);
+  }
+  for (const auto& [product, indices] : groups) {
+    if (indices.size() < 2) continue;
+    std::vector<const ComputeTimeModel*> models;
+    for (std::size_t i : indices) models.push_back(&workers_[i].compute);
+    PooledEstimate pooled = PoolSameProduct(models, config_.pool, config_.fitter);
+    if (pooled.shape) {
+      // The shape changes the members' own fits, so pool again for their costs.
+      for (std::size_t j = 0; j < indices.size(); ++j) {
+        if (pooled.on_its_own[j]) continue;
+        workers_[indices[j]].compute.AdoptShape(*pooled.shape, pooled.shape_slope_error);
+      }
+      pooled = PoolSameProduct(models, config_.pool, config_.fitter);
+    }
+    for (std::size_t j = 0; j < indices.size(); ++j) {
+      workers_[indices[j]].planning_cost = pooled.costs[j];
+    }
+  }
+}
+
 // A newcomer's prior: what the measured workers cost per unit of catalog speed, divided by
 // its own speed. The first plan after a join is then already close, not a guess.
 LinearCost Controller::PriorFor(double relative_speed) const {
@@ -120,8 +162,10 @@ Status Controller::AddWorker(const WorkerInfo& info) {
   const std::optional<GpuProfile> gpu = LookupGpu(info.gpu_product);
   const double speed = gpu ? gpu->relative_speed : 1.0;
   const int64_t memory = info.memory_bytes > 0 ? info.memory_bytes : (gpu ? gpu->memory_bytes : 0);
-  workers_.push_back(Worker{info, speed, ComputeTimeModel(PriorFor(speed), config_.fitter),
-                            MemoryModel(memory, info.max_batch, config_.memory_headroom)});
+  const LinearCost prior = PriorFor(speed);
+  workers_.push_back(Worker{info, speed, ComputeTimeModel(prior, config_.fitter),
+                            MemoryModel(memory, info.max_batch, config_.memory_headroom), 0,
+                            prior});
   index_of_.emplace(info.id, workers_.size() - 1);
   std::erase(left_, info.id);
   joined_.push_back(info.id);
@@ -183,8 +227,8 @@ PlanRequest Controller::BuildRequest() const {
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     const Worker& worker = workers_[i];
     const int max_batch = std::min(worker.memory.MaxBatch(), config_.global_batch);
-    request.workers.push_back({worker.info.id, worker.compute.estimate().fixed_seconds,
-                               worker.compute.estimate().seconds_per_sample,
+    request.workers.push_back({worker.info.id, worker.planning_cost.fixed_seconds,
+                               worker.planning_cost.seconds_per_sample,
                                std::min(worker.info.min_batch, max_batch), max_batch,
                                current_batches[i]});
   }
@@ -207,8 +251,16 @@ std::optional<std::string> Controller::ForcedReason() const {
   return Join(reasons);
 }
 
+// The least-known worker's relative standard error: a plan is only as good as its worst input.
+double Controller::ModelError() const {
+  double error = 0.0;
+  for (const Worker& worker : workers_) error = std::max(error, worker.compute.LevelError());
+  return error;
+}
+
 void Controller::Adopt(Plan plan, std::string reason) {
   plan.reason = std::move(reason);
+  plan_model_error_ = ModelError();
   plan_ = std::move(plan);
   ++plan_changes_;
   joined_.clear();
@@ -248,6 +300,7 @@ Result<StepDecision> Controller::Decide(int64_t step) {
                                        std::to_string(step));
   }
   last_decided_step_ = step;
+  PoolByProduct();
   const PlanRequest request = BuildRequest();
   StepDecision decision;
   if (std::optional<std::string> reason = ForcedReason()) {
@@ -264,11 +317,23 @@ Result<StepDecision> Controller::Decide(int64_t step) {
     for (const WorkerAssignment& assignment : plan_->workers) current.push_back(assignment.batch);
     const double current_seconds = PredictStepSeconds(request, current, plan_->accumulation_steps);
     const double gain = 1.0 - candidate->step_seconds / current_seconds;
+    const double model_error = ModelError();
+    char reason[200];
     if (gain >= config_.min_gain) {
-      char reason[160];
       std::snprintf(reason, sizeof reason,
                     "predicted step time %.4f s -> %.4f s (%.1f%% gain >= %.1f%%)", current_seconds,
                     candidate->step_seconds, 100.0 * gain, 100.0 * config_.min_gain);
+    } else if (gain >= config_.refinement_min_gain &&
+               model_error <= config_.refinement_error_ratio * plan_model_error_) {
+      std::snprintf(reason, sizeof reason,
+                    "refinement: model error %.2f%% -> %.2f%%, predicted step time %.4f s -> "
+                    "%.4f s (%.1f%% gain)",
+                    100.0 * plan_model_error_, 100.0 * model_error, current_seconds,
+                    candidate->step_seconds, 100.0 * gain);
+    } else {
+      reason[0] = '\0';
+    }
+    if (reason[0] != '\0') {
       Adopt(std::move(*candidate), reason);
       decision.plan_changed = true;
     }

@@ -18,6 +18,7 @@
 #include "operator/balancer/performance_model.h"
 #include "operator/balancer/plan.h"
 #include "operator/balancer/policy.h"
+#include "operator/balancer/product_pool.h"
 #include "operator/common/result.h"
 
 namespace fulcrum::balancer {
@@ -27,6 +28,12 @@ struct ControllerConfig {
   PolicyKind policy = PolicyKind::kOptimal;
   int interval_steps = 10;  // steps between re-plan evaluations
   double min_gain = 0.05;   // predicted step-time gain a new plan must bring
+  // Refinement: a plan made on little evidence is replaced by a better one below min_gain once
+  // the models' standard error has fallen to this fraction of what it was when the plan was
+  // made (0.5: four times the evidence), if the gain is at least refinement_min_gain. Evidence
+  // saturates under the fitter's forgetting, so refinements stop by themselves.
+  double refinement_error_ratio = 0.5;
+  double refinement_min_gain = 0.005;
   bool allow_accumulation = true;
   double memory_headroom = 0.9;
   double dither_fraction = 0.1;  // dither amplitude while a worker is not identified
@@ -37,6 +44,7 @@ struct ControllerConfig {
   int dither_budget_steps = 40;
   uint64_t seed = 0;  // the only source of variation (dither phases)
   FitterConfig fitter;
+  PoolConfig pool;  // how workers with the same GPU product share evidence
 };
 
 struct WorkerInfo {
@@ -79,7 +87,10 @@ class Controller {
   bool has_plan() const { return plan_.has_value(); }
   const Plan& plan() const { return *plan_; }  // requires has_plan()
   int plan_changes() const { return plan_changes_; }
+  // The worker's own fit, and the cost planning uses (pooled with its GPU product's workers,
+  // as of the last Decide).
   std::optional<LinearCost> FittedCost(std::string_view id) const;
+  std::optional<LinearCost> PlanningCost(std::string_view id) const;
   double TailSeconds() const { return communication_.TailSeconds(); }
 
  private:
@@ -89,15 +100,18 @@ class Controller {
     ComputeTimeModel compute;
     MemoryModel memory;
     int dithered_steps = 0;
+    LinearCost planning_cost;  // pooled estimate, refreshed by PoolByProduct
   };
 
   explicit Controller(ControllerConfig config);
   Worker* Find(std::string_view id);
   const Worker* Find(std::string_view id) const;
   LinearCost PriorFor(double relative_speed) const;
+  void PoolByProduct();
   PlanRequest BuildRequest() const;
   std::optional<std::string> ForcedReason() const;
   void Adopt(Plan plan, std::string reason);
+  double ModelError() const;
   std::vector<int> DitheredBatches(const PlanRequest& request, int64_t step);
   void Reindex();
 
@@ -111,6 +125,7 @@ class Controller {
   std::vector<std::string> left_;
   std::vector<std::string> out_of_memory_;
   int64_t last_evaluation_step_ = 0;
+  double plan_model_error_ = 0.0;  // ModelError() when the current plan was adopted
   int64_t last_decided_step_ = -1;
   int plan_changes_ = 0;
 };

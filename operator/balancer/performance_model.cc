@@ -76,15 +76,25 @@ void ComputeTimeModel::StartNewRegime() {
   Refit();
 }
 
+void ComputeTimeModel::AdoptShape(LinearCost shape, double slope_error) {
+  if (!(shape.seconds_per_sample > 0.0) || shape.fixed_seconds < 0.0) return;
+  if (RelativeSlopeError(data_, noise_, estimate_.seconds_per_sample) <= slope_error) return;
+  // Before the first report the level is unknown too: the shape's own level is the best guess
+  // (the pool's), and the first report rescales it as it would the catalog prior.
+  anchor_ = shape;
+  identified_ = true;
+  Refit();
+}
+
+double ComputeTimeModel::LevelError() const {
+  if (effective_observations_ <= 0.0) return std::numeric_limits<double>::infinity();
+  return noise_ / std::sqrt(effective_observations_);
+}
+
 void ComputeTimeModel::Refit() {
   estimate_ = Fit();
-  // Weights are 1/time², so the residuals are relative and their variance is noise²; the
-  // slope's variance from the data alone is then noise² / Σ w (b − b̄)².
-  const double slope_information = data_.total_weight() * data_.variance_x();
-  const double slope_error =
-      slope_information > 0.0 ? noise_ / std::sqrt(slope_information) / estimate_.seconds_per_sample
-                              : std::numeric_limits<double>::infinity();
-  if (slope_error <= config_.identifiable_slope_error &&
+  if (RelativeSlopeError(data_, noise_, estimate_.seconds_per_sample) <=
+          config_.identifiable_slope_error &&
       effective_observations_ >= config_.identifiable_observations) {
     identified_ = true;
     anchor_ = estimate_;
@@ -110,6 +120,14 @@ LinearCost ComputeTimeModel::Fit() const {
   if (line && line->intercept < 0.0) line = combined.SolveThroughOrigin();
   if (!line || !(line->slope > 0.0)) return anchored;
   return {line->intercept, line->slope};
+}
+
+double RelativeSlopeError(const WeightedLineFit& data, double noise, double slope) {
+  // Weights are 1/time², so the residuals are relative and their variance is noise²; the
+  // slope's variance from the data alone is then noise² / Σ w (b − b̄)².
+  const double slope_information = data.total_weight() * data.variance_x();
+  if (!(slope_information > 0.0) || !(slope > 0.0)) return std::numeric_limits<double>::infinity();
+  return noise / std::sqrt(slope_information) / slope;
 }
 
 }  // namespace fulcrum::balancer

@@ -36,6 +36,10 @@ struct FitterConfig {
   double identifiable_observations = 8.0;
 };
 
+// Relative standard error of the slope k that `data` (weighted 1 / time²) pins down on its
+// own, given the relative timing noise; infinite when the batches seen have no spread.
+double RelativeSlopeError(const WeightedLineFit& data, double noise, double slope);
+
 enum class ObservationOutcome {
   kAccepted,      // used for the fit
   kOutlier,       // set aside: one-off, or the start of a change not yet confirmed
@@ -51,12 +55,22 @@ class ComputeTimeModel {
   // batch: samples in one micro-step (> 0); seconds: its compute time (finite, > 0).
   Result<ObservationOutcome> Observe(double batch, double seconds);
 
+  // Takes the shape (a : k) from better evidence, e.g. the pooled data of workers with the
+  // same GPU product, when it pins k down better (`slope_error`, relative) than this worker's
+  // own data do; the level stays this worker's own. The worker then counts as identified.
+  void AdoptShape(LinearCost shape, double slope_error);
+
   const LinearCost& estimate() const { return estimate_; }
-  // True once the batch sizes seen spread enough to pin k down; the controller
-  // dithers batch sizes until then. Kept across a regime change (the shape is kept too).
+  // True once the batch sizes seen spread enough to pin k down, or a shape was adopted; the
+  // controller dithers batch sizes until then. Kept across a regime change (so is the shape).
   bool identified() const { return identified_; }
   int observations() const { return observations_; }
   double noise() const { return noise_; }
+  double effective_observations() const { return effective_observations_; }
+  // Relative standard error of the predicted time near the batches seen: noise / sqrt(n).
+  double LevelError() const;
+  // The weighted (1 / predicted²) data behind the fit, for pooling with other workers.
+  const WeightedLineFit& data() const { return data_; }
 
  private:
   void AddPoint(double batch, double seconds, double weight);

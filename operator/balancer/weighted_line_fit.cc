@@ -12,6 +12,14 @@ void WeightedLineFit::Add(double x, double y, double weight) {
   weighted_xy_ += weight * x * y;
 }
 
+void WeightedLineFit::Merge(const WeightedLineFit& other) {
+  weight_ += other.weight_;
+  weighted_x_ += other.weighted_x_;
+  weighted_xx_ += other.weighted_xx_;
+  weighted_y_ += other.weighted_y_;
+  weighted_xy_ += other.weighted_xy_;
+}
+
 void WeightedLineFit::Decay(double factor) {
   weight_ *= factor;
   weighted_x_ *= factor;

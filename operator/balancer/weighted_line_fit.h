@@ -15,6 +15,8 @@ struct Line {
 class WeightedLineFit {
  public:
   void Add(double x, double y, double weight);
+  // Adds every point of `other` (pooling data from several sources).
+  void Merge(const WeightedLineFit& other);
   // Multiplies every past weight by `factor` (0 < factor <= 1): old points fade out.
   void Decay(double factor);
 

@@ -9,6 +9,9 @@
 #include <numeric>
 #include <random>
 
+#include "operator/balancer/optimal_policy.h"
+#include "operator/balancer/planner.h"
+
 namespace fulcrum::balancer {
 namespace {
 
@@ -61,6 +64,22 @@ class FakeCluster {
 
   FakeWorker& worker(std::size_t i) { return workers_[i]; }
 
+  // η of the controller's current plan under the true costs (what the run would measure).
+  double TrueEfficiency(const Controller& controller) const {
+    PlanRequest truth;
+    truth.global_batch = controller.plan().global_batch;
+    std::vector<int> batches;
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      const LinearCost cost = workers_[i].truth.Scaled(workers_[i].slowdown);
+      truth.workers.push_back(
+          {workers_[i].id, cost.fixed_seconds, cost.seconds_per_sample, 1, truth.global_batch, 0});
+      batches.push_back(controller.plan().workers[i].batch);
+    }
+    const Result<Plan> best = MakePlan(truth, OptimalPolicy());
+    EXPECT_TRUE(best.ok());
+    return best->step_seconds / PredictStepSeconds(truth, batches, 1);
+  }
+
  private:
   std::vector<FakeWorker> workers_;
   std::normal_distribution<double> noise_;
@@ -77,6 +96,22 @@ std::vector<FakeWorker> EightMixedWorkers() {
   return workers;
 }
 
+// 4 A100 + 4 V100 + 8 T4, as in bench/scenarios/mixed16.yaml.
+std::vector<FakeWorker> SixteenMixedWorkers() {
+  std::vector<FakeWorker> workers;
+  for (int i = 0; i < 16; ++i) {
+    const std::string id = "w" + std::to_string(i);
+    if (i < 4) {
+      workers.push_back({id, "NVIDIA-A100-SXM4-80GB", {0.034, 0.0002716}});
+    } else if (i < 8) {
+      workers.push_back({id, "Tesla-V100-SXM2-16GB", {0.034, 0.000700}});
+    } else {
+      workers.push_back({id, "Tesla-T4", {0.018, 0.002283}});
+    }
+  }
+  return workers;
+}
+
 ControllerConfig Config(int global_batch) {
   ControllerConfig config;
   config.global_batch = global_batch;
@@ -89,12 +124,22 @@ StepReport Report(std::string worker_id) {
   return report;
 }
 
-Controller MakeController(int interval_steps = 10) {
-  ControllerConfig config = Config(1024);
-  config.interval_steps = interval_steps;
+std::vector<int> PlannedBatches(const Controller& controller) {
+  std::vector<int> planned;
+  for (const WorkerAssignment& w : controller.plan().workers) planned.push_back(w.batch);
+  return planned;
+}
+
+Controller MakeController(const ControllerConfig& config) {
   Result<Controller> controller = Controller::Create(config);
   EXPECT_TRUE(controller.ok());
   return std::move(*controller);
+}
+
+Controller MakeController(int interval_steps = 10) {
+  ControllerConfig config = Config(1024);
+  config.interval_steps = interval_steps;
+  return MakeController(config);
 }
 
 TEST(Controller, FirstPlanUsesCatalogSpeeds) {
@@ -114,7 +159,8 @@ TEST(Controller, StationaryNoiseChangesThePlanOnlyAFewTimesIn10000Steps) {
   ASSERT_TRUE(cluster.Join(controller).ok());
   int changes = 0;
   for (int64_t step = 0; step < 10000; ++step) changes += cluster.Step(controller, step);
-  EXPECT_LE(changes, 4);  // the first plan, then what the first measurements correct
+  // The first plan, what the first measurements correct, and at most a refinement or two.
+  EXPECT_LE(changes, 4);
   EXPECT_EQ(changes, controller.plan_changes());
   EXPECT_GT(controller.plan().efficiency, 0.99);
 }
@@ -136,6 +182,64 @@ TEST(Controller, RealTwofoldSlowdownChangesThePlanWithinOneInterval) {
   EXPECT_LE(changed_at - 300, kInterval + 3);
   EXPECT_THAT(controller.plan().reason, HasSubstr("predicted step time"));
   EXPECT_LT(controller.plan().workers[5].batch, 0.6 * batch_before);
+}
+
+TEST(Controller, RefinesAPlanMadeOnLittleEvidenceOnceTheEvidenceHasGrown) {
+  // min_gain so high that only refinements can replace the first measured plan.
+  ControllerConfig config = Config(2048);
+  config.min_gain = 0.5;
+  Controller controller = MakeController(config);
+  FakeCluster cluster(SixteenMixedWorkers(), 0.05, 5);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  std::vector<std::string> reasons;
+  for (int64_t step = 0; step < 2000; ++step) {
+    if (cluster.Step(controller, step)) reasons.push_back(controller.plan().reason);
+  }
+  ASSERT_GE(reasons.size(), 2u);
+  EXPECT_EQ(reasons[0], "first plan");
+  for (std::size_t i = 1; i < reasons.size(); ++i) EXPECT_THAT(reasons[i], HasSubstr("refinement"));
+  // Evidence saturates under the fitter's forgetting, so refinements stop.
+  EXPECT_LE(reasons.size(), 4u);
+  EXPECT_GT(cluster.TrueEfficiency(controller), 0.98);
+}
+
+TEST(Controller, KeepsAPlanMadeOnLittleEvidenceWhenRefinementIsOff) {
+  ControllerConfig config = Config(2048);
+  config.min_gain = 0.5;
+  config.refinement_error_ratio = 0.0;
+  Controller controller = MakeController(config);
+  FakeCluster cluster(SixteenMixedWorkers(), 0.05, 5);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  for (int64_t step = 0; step < 2000; ++step) cluster.Step(controller, step);
+  EXPECT_EQ(controller.plan_changes(), 1);
+}
+
+TEST(Controller, SameProductWorkersStopDitheringOnceTheirPooledShapeIsKnown) {
+  std::vector<FakeWorker> workers;
+  for (int i = 0; i < 16; ++i) {
+    workers.push_back({"w" + std::to_string(i), "NVIDIA-A100-SXM4-80GB", {0.034, 0.0002716}});
+  }
+  Controller controller = MakeController(Config(4096));
+  FakeCluster cluster(workers, 0.05, 6);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  // Alone, each worker's ±10% dither would need its whole 40-step budget at this noise.
+  for (int64_t step = 0; step < 15; ++step) cluster.Step(controller, step);
+  Result<StepDecision> decision = controller.Decide(15);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(decision->batches, PlannedBatches(controller));
+}
+
+TEST(Controller, ANewcomerPlansWithTheCostOfItsGpuProductsWorkers) {
+  Controller controller = MakeController();
+  FakeCluster cluster(EightMixedWorkers(), 0.05, 7);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  for (int64_t step = 0; step < 100; ++step) cluster.Step(controller, step);
+  ASSERT_TRUE(controller.AddWorker({"new", "NVIDIA-A100-SXM4-80GB"}).ok());
+  ASSERT_TRUE(controller.Decide(100).ok());
+  const LinearCost truth{0.034, 0.000272};
+  const double batch = controller.plan().workers.back().batch;
+  EXPECT_NEAR(controller.PlanningCost("new")->Seconds(batch), truth.Seconds(batch),
+              0.02 * truth.Seconds(batch));
 }
 
 TEST(Controller, ReplansAtOnceWhenAWorkerJoinsOrLeaves) {
@@ -180,15 +284,11 @@ TEST(Controller, DithersUntilIdentifiedThenRunsThePlanAsIs) {
   ASSERT_TRUE(cluster.Join(controller).ok());
   Result<StepDecision> first = controller.Decide(0);
   ASSERT_TRUE(first.ok());
-  std::vector<int> planned;
-  for (const WorkerAssignment& w : controller.plan().workers) planned.push_back(w.batch);
-  EXPECT_NE(first->batches, planned);
+  EXPECT_NE(first->batches, PlannedBatches(controller));
   for (int64_t step = 1; step < 200; ++step) cluster.Step(controller, step);
   Result<StepDecision> later = controller.Decide(200);
   ASSERT_TRUE(later.ok());
-  planned.clear();
-  for (const WorkerAssignment& w : controller.plan().workers) planned.push_back(w.batch);
-  EXPECT_EQ(later->batches, planned);
+  EXPECT_EQ(later->batches, PlannedBatches(controller));
 }
 
 TEST(Controller, ExplainsBadInputs) {

@@ -142,6 +142,27 @@ TEST(ComputeTimeModel, KeepsItsShapeWhenTheBatchStopsMoving) {
   EXPECT_LT(RelativeError(identified.Seconds(200), truth.Seconds(200)), 0.10);
 }
 
+TEST(ComputeTimeModel, AdoptsAShapeOnlyWhenItPinsKDownBetterThanItsOwnData) {
+  const LinearCost truth{0.03, 0.001};
+  ComputeTimeModel steady(kCatalogPrior);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(steady.Observe(100, truth.Seconds(100)).ok());
+  ASSERT_FALSE(steady.identified());
+  steady.AdoptShape(truth.Scaled(3.0), 0.05);
+  EXPECT_TRUE(steady.identified());
+  // The shape is the adopted one, the level this worker's own.
+  EXPECT_NEAR(steady.estimate().fixed_seconds, truth.fixed_seconds, 1e-3 * truth.fixed_seconds);
+  EXPECT_NEAR(steady.estimate().seconds_per_sample, truth.seconds_per_sample,
+              1e-3 * truth.seconds_per_sample);
+
+  ComputeTimeModel dithered(kCatalogPrior);
+  for (int i = 0; i < 200; ++i) {
+    const double batch = 100 + (i % 2 == 0 ? 50 : -50);
+    ASSERT_TRUE(dithered.Observe(batch, truth.Seconds(batch)).ok());
+  }
+  dithered.AdoptShape({0.0, 0.0013}, 0.05);  // a worse shape: the worker's own data win
+  EXPECT_NEAR(dithered.estimate().fixed_seconds, truth.fixed_seconds, 0.01 * truth.fixed_seconds);
+}
+
 TEST(ComputeTimeModel, RejectsNonFiniteOrNonPositiveReports) {
   ComputeTimeModel model(kCatalogPrior);
   EXPECT_EQ(model.Observe(0, 1.0).error().field, "batch");
