@@ -73,7 +73,8 @@ TEST_F(KubeconfigTest, UnknownContextListsTheOnesThatExist) {
   const auto config = LoadKubeconfig(Write("config", kTwoContexts), "prod");
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.error().field, "contexts");
-  EXPECT_NE(config.error().message.find("no context named 'prod' (have: alice-ctx, robot-ctx)"), std::string::npos)
+  EXPECT_NE(config.error().message.find("no context named 'prod' (have: alice-ctx, robot-ctx)"),
+            std::string::npos)
       << config.error().message;
 }
 
@@ -129,7 +130,8 @@ TEST_F(KubeconfigTest, MalformedYamlIsReportedAsSuch) {
 }
 
 TEST_F(KubeconfigTest, InClusterConfigUsesServiceAccountFilesAndEnvironment) {
-  InClusterPaths paths{Write("token", "sa-token\n"), Write("ca.crt", "PEM"), Write("namespace", "fulcrum-system")};
+  InClusterPaths paths{Write("token", "sa-token\n"), Write("ca.crt", "PEM"),
+                       Write("namespace", "fulcrum-system")};
   const std::map<std::string, std::string> env = {{"KUBERNETES_SERVICE_HOST", "10.0.0.1"},
                                                   {"KUBERNETES_SERVICE_PORT", "443"}};
   const auto lookup = [&](std::string_view name) -> std::optional<std::string> {

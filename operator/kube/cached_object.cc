@@ -1,0 +1,66 @@
+#include "operator/kube/cached_object.h"
+
+namespace fulcrum::kube {
+namespace {
+
+const nlohmann::json& Metadata(const nlohmann::json& object) {
+  static const nlohmann::json kEmpty = nlohmann::json::object();
+  if (!object.is_object()) return kEmpty;
+  const auto metadata = object.find("metadata");
+  return metadata != object.end() && metadata->is_object() ? *metadata : kEmpty;
+}
+
+std::string StringField(const nlohmann::json& object, const char* key) {
+  const auto value = object.find(key);
+  return value != object.end() && value->is_string() ? value->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+std::string ObjectKey(const nlohmann::json& object) {
+  const nlohmann::json& metadata = Metadata(object);
+  const std::string ns = StringField(metadata, "namespace");
+  const std::string name = StringField(metadata, "name");
+  return ns.empty() ? name : ns + "/" + name;
+}
+
+CachedObject CachedObject::FromJson(const nlohmann::json& object) {
+  auto data = std::make_shared<Data>();
+  const nlohmann::json& metadata = Metadata(object);
+  const std::string ns = StringField(metadata, "namespace");
+  data->key = ns.empty() ? StringField(metadata, "name") : ns + "/" + StringField(metadata, "name");
+  data->name_offset = ns.empty() ? 0 : ns.size() + 1;
+  data->uid = StringField(metadata, "uid");
+  data->resource_version = StringField(metadata, "resourceVersion");
+  if (const auto labels = metadata.find("labels");
+      labels != metadata.end() && labels->is_object()) {
+    for (const auto& [label, value] : labels->items()) {
+      data->labels.emplace_back(label, value.is_string() ? value.get<std::string>() : value.dump());
+    }
+  }
+  if (const auto owners = metadata.find("ownerReferences");
+      owners != metadata.end() && owners->is_array()) {
+    for (const auto& owner : *owners) {
+      if (owner.is_object()) data->owner_uids.push_back(StringField(owner, "uid"));
+    }
+  }
+  data->encoded = nlohmann::json::to_msgpack(object);
+  data->encoded.shrink_to_fit();  // the encoder grows by doubling; keep only what is used
+  data->labels.shrink_to_fit();
+  return CachedObject(std::move(data));
+}
+
+std::string_view CachedObject::ns() const {
+  if (data_->name_offset == 0) return {};
+  return std::string_view(data_->key).substr(0, data_->name_offset - 1);
+}
+
+std::string_view CachedObject::name() const {
+  return std::string_view(data_->key).substr(data_->name_offset);
+}
+
+nlohmann::json CachedObject::ToJson() const {
+  return nlohmann::json::from_msgpack(data_->encoded);
+}
+
+}  // namespace fulcrum::kube
