@@ -1,0 +1,45 @@
+// The one collective interface the training loop uses, with a Gloo (CPU, c10d) and an NCCL
+// (GPU, FULCRUM_WITH_CUDA) implementation chosen once at start-up. Torch-free on purpose:
+// spans of host memory in, errors as values out, so a dead peer is a Status, not a hang.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "operator/common/result.h"
+
+namespace fulcrum::trainer {
+
+// Blocking key-value store shared by the members of one generation (the c10d TCPStore of
+// rank 0 under the generation's prefix). Backends use it to exchange connection details.
+class RendezvousStore {
+ public:
+  virtual ~RendezvousStore() = default;
+  virtual Status Set(const std::string& key, const std::vector<std::byte>& value) = 0;
+  virtual Result<std::vector<std::byte>> Get(const std::string& key) = 0;  // waits for the key
+};
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // In place: every rank ends with the element-wise sum over ranks (identical on all ranks).
+  virtual Status AllReduceSum(std::span<float> values) = 0;
+  virtual Status AllReduceSum(std::span<double> values) = 0;
+  // In place: every rank ends with root's bytes; all ranks pass the same size.
+  virtual Status Broadcast(std::span<std::byte> bytes, int root) = 0;
+};
+
+struct CollectiveOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::string interface_host = "127.0.0.1";  // address this rank's transport binds to
+  std::chrono::milliseconds timeout{30000};  // a collective that takes longer has failed
+};
+
+}  // namespace fulcrum::trainer

@@ -1,0 +1,220 @@
+#include "trainer_image/trainer/coordinator_link.h"
+
+#include <algorithm>
+
+#include "proto/support/json_log.h"
+
+namespace fulcrum::trainer {
+namespace {
+
+constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
+constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
+constexpr int kMaxMessageBytes = 64 * 1024;  // the protocol's limit
+
+// Statuses that no retry can fix: wrong token, unknown job, a message we built wrong.
+bool Permanent(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::NOT_FOUND ||
+         code == grpc::StatusCode::INVALID_ARGUMENT || code == grpc::StatusCode::PERMISSION_DENIED ||
+         code == grpc::StatusCode::RESOURCE_EXHAUSTED;
+}
+
+ErrorCode ToErrorCode(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::UNAUTHENTICATED: return ErrorCode::kUnauthenticated;
+    case grpc::StatusCode::NOT_FOUND: return ErrorCode::kNotFound;
+    case grpc::StatusCode::PERMISSION_DENIED: return ErrorCode::kPermissionDenied;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return ErrorCode::kResourceExhausted;
+    default: return ErrorCode::kInvalidArgument;
+  }
+}
+
+}  // namespace
+
+CoordinatorLink::CoordinatorLink(CoordinatorLinkOptions options) : options_(std::move(options)) {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  arguments.SetMaxSendMessageSize(kMaxMessageBytes);
+  channel_ = grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), arguments);
+  stub_ = fulcrum::v1::Coordinator::NewStub(channel_);
+  session_ = std::jthread([this](std::stop_token stop) { SessionLoop(stop); });
+  heartbeat_ = std::jthread([this](std::stop_token stop) { HeartbeatLoop(stop); });
+}
+
+CoordinatorLink::~CoordinatorLink() {
+  heartbeat_.request_stop();
+  session_.request_stop();
+  {
+    std::lock_guard lock(mutex_);
+    if (context_ != nullptr) context_->TryCancel();
+  }
+  changed_.notify_all();
+}
+
+void CoordinatorLink::SessionLoop(std::stop_token stop) {
+  auto backoff = kFirstBackoff;
+  while (!stop.stop_requested()) {
+    grpc::ClientContext context;
+    auto stream = stub_->Session(&context);
+    fulcrum::v1::TrainerMessage hello;
+    *hello.mutable_hello() = options_.hello;
+    {
+      std::lock_guard lock(mutex_);
+      hello.mutable_hello()->set_step(step_);
+      context_ = &context;
+      stream_ = stream.get();
+    }
+    if (stop.stop_requested()) context.TryCancel();
+    std::optional<fulcrum::v1::Rejoin> rejoin;
+    {
+      std::lock_guard lock(mutex_);
+      rejoin = pending_rejoin_;
+    }
+    bool opened = stream->Write(hello);
+    if (opened && rejoin) {
+      fulcrum::v1::TrainerMessage message;
+      *message.mutable_rejoin() = *rejoin;
+      opened = stream->Write(message);
+    }
+    if (opened) {
+      fulcrum::v1::CoordinatorMessage message;
+      while (stream->Read(&message)) {
+        backoff = kFirstBackoff;
+        Receive(message);
+      }
+    }
+    {
+      std::scoped_lock lock(write_mutex_, mutex_);
+      context_ = nullptr;
+      stream_ = nullptr;
+    }
+    const grpc::Status status = stream->Finish();
+    if (stop.stop_requested()) return;
+    if (Permanent(status.error_code())) {
+      log::Error("trainer", options_.hello.job(), "the coordinator refused this trainer",
+                 {{"code", static_cast<int>(status.error_code())}, {"error", status.error_message()}});
+      std::lock_guard lock(mutex_);
+      fatal_ = Error{ToErrorCode(status.error_code()), status.error_message(), "coordinator"};
+      changed_.notify_all();
+      return;
+    }
+    log::Warn("trainer", options_.hello.job(), "coordinator stream closed; reconnecting",
+              {{"code", static_cast<int>(status.error_code())}, {"error", status.error_message()},
+               {"backoff_ms", backoff.count()}});
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, backoff, [&] { return stop.stop_requested(); });
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+void CoordinatorLink::HeartbeatLoop(std::stop_token stop) {
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait_for(lock, options_.heartbeat_period, [&] { return stop.stop_requested(); });
+      if (stop.stop_requested()) return;
+    }
+    fulcrum::v1::TrainerMessage message;
+    {
+      std::lock_guard lock(mutex_);
+      message.mutable_heartbeat()->set_generation(generation_);
+    }
+    Send(message);
+  }
+}
+
+void CoordinatorLink::Receive(const fulcrum::v1::CoordinatorMessage& message) {
+  std::lock_guard lock(mutex_);
+  if (message.has_assignment()) {
+    const fulcrum::v1::Assignment& assignment = message.assignment();
+    assignments_[assignment.generation()].push_back(assignment);
+    if (pending_rejoin_ && assignment.generation() > pending_rejoin_->generation()) {
+      pending_rejoin_.reset();
+    }
+    // Older generations can no longer start; keep memory bounded.
+    while (assignments_.size() > 2) assignments_.erase(assignments_.begin());
+    auto& updates = assignments_[assignment.generation()];
+    if (updates.size() > 64) updates.erase(updates.begin() + 1, updates.begin() + 33);
+  } else if (message.has_control()) {
+    controls_.push_back(message.control());
+  }
+  changed_.notify_all();
+}
+
+bool CoordinatorLink::Send(const fulcrum::v1::TrainerMessage& message) {
+  std::lock_guard write_lock(write_mutex_);
+  grpc::ClientReaderWriter<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>* stream;
+  {
+    std::lock_guard lock(mutex_);
+    stream = stream_;
+  }
+  return stream != nullptr && stream->Write(message);
+}
+
+std::optional<fulcrum::v1::Assignment> CoordinatorLink::WaitForGeneration(
+    int64_t after, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  auto newer = [&] {
+    return fatal_.has_value() || !controls_.empty() ||
+           (!assignments_.empty() && assignments_.rbegin()->first > after);
+  };
+  changed_.wait_for(lock, timeout, newer);
+  if (assignments_.empty() || assignments_.rbegin()->first <= after) return std::nullopt;
+  return assignments_.rbegin()->second.front();
+}
+
+bool CoordinatorLink::HasNewerGeneration(int64_t generation) {
+  std::lock_guard lock(mutex_);
+  return !assignments_.empty() && assignments_.rbegin()->first > generation;
+}
+
+fulcrum::v1::Assignment CoordinatorLink::PlanAt(const fulcrum::v1::Assignment& base, int64_t step) {
+  std::lock_guard lock(mutex_);
+  const auto it = assignments_.find(base.generation());
+  if (it == assignments_.end()) return base;
+  const fulcrum::v1::Assignment* best = &base;
+  for (const fulcrum::v1::Assignment& update : it->second) {
+    if (update.apply_at_step() <= step && update.apply_at_step() >= best->apply_at_step()) {
+      best = &update;
+    }
+  }
+  return *best;
+}
+
+std::optional<fulcrum::v1::Control> CoordinatorLink::TakeControl() {
+  std::lock_guard lock(mutex_);
+  if (controls_.empty()) return std::nullopt;
+  fulcrum::v1::Control control = controls_.front();
+  controls_.pop_front();
+  return control;
+}
+
+std::optional<Error> CoordinatorLink::Fatal() {
+  std::lock_guard lock(mutex_);
+  return fatal_;
+}
+
+void CoordinatorLink::Report(const fulcrum::v1::StepReport& report) {
+  fulcrum::v1::TrainerMessage message;
+  *message.mutable_step_report() = report;
+  Send(message);  // best effort: training goes on without the coordinator
+}
+
+bool CoordinatorLink::RequestRejoin(int64_t generation, const std::string& reason) {
+  fulcrum::v1::TrainerMessage message;
+  message.mutable_rejoin()->set_generation(generation);
+  message.mutable_rejoin()->set_reason(reason.substr(0, 1000));
+  {
+    std::lock_guard lock(mutex_);
+    pending_rejoin_ = message.rejoin();
+  }
+  Send(message);
+  return true;  // if the stream is down, the reconnect's Hello forms a new generation anyway
+}
+
+void CoordinatorLink::SetProgress(int64_t generation, int64_t step) {
+  std::lock_guard lock(mutex_);
+  generation_ = generation;
+  step_ = step;
+}
+
+}  // namespace fulcrum::trainer

@@ -1,0 +1,69 @@
+// The trainer's end of the Session stream: a thread that keeps the stream open (reconnecting
+// with backoff; the trainer keeps training on its last assignment meanwhile), a heartbeat
+// thread, and a mailbox of received Assignments and Controls.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "fulcrum/v1/coordinator.grpc.pb.h"
+#include "trainer_image/trainer/membership.h"
+
+namespace fulcrum::trainer {
+
+struct CoordinatorLinkOptions {
+  std::string address;
+  fulcrum::v1::Hello hello;  // sent on every (re)connect
+  std::chrono::milliseconds heartbeat_period{1000};
+};
+
+class CoordinatorLink final : public Membership {
+ public:
+  explicit CoordinatorLink(CoordinatorLinkOptions options);
+  ~CoordinatorLink() override;
+
+  std::optional<fulcrum::v1::Assignment> WaitForGeneration(
+      int64_t after, std::chrono::milliseconds timeout) override;
+  bool HasNewerGeneration(int64_t generation) override;
+  fulcrum::v1::Assignment PlanAt(const fulcrum::v1::Assignment& base, int64_t step) override;
+  std::optional<fulcrum::v1::Control> TakeControl() override;
+  std::optional<Error> Fatal() override;
+  void Report(const fulcrum::v1::StepReport& report) override;
+  bool RequestRejoin(int64_t generation, const std::string& reason) override;
+  void SetProgress(int64_t generation, int64_t step) override;
+
+ private:
+  void SessionLoop(std::stop_token stop);
+  void HeartbeatLoop(std::stop_token stop);
+  void Receive(const fulcrum::v1::CoordinatorMessage& message);
+  bool Send(const fulcrum::v1::TrainerMessage& message);
+
+  CoordinatorLinkOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<fulcrum::v1::Coordinator::Stub> stub_;
+
+  std::mutex mutex_;  // guards everything below
+  std::condition_variable changed_;
+  std::map<int64_t, std::vector<fulcrum::v1::Assignment>> assignments_;  // by generation
+  std::deque<fulcrum::v1::Control> controls_;
+  std::optional<Error> fatal_;
+  int64_t generation_ = 0;
+  int64_t step_ = 0;
+  std::optional<fulcrum::v1::Rejoin> pending_rejoin_;  // re-sent after a reconnect
+  grpc::ClientContext* context_ = nullptr;
+  grpc::ClientReaderWriter<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>* stream_ =
+      nullptr;
+  std::mutex write_mutex_;  // one Write at a time on the stream
+
+  std::jthread session_;
+  std::jthread heartbeat_;
+};
+
+}  // namespace fulcrum::trainer

@@ -1,0 +1,119 @@
+#include "trainer_image/trainer/gloo_collective.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+
+namespace fulcrum::trainer {
+namespace {
+
+Result<std::pair<std::string, int>> SplitAddress(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return InvalidArgument("rendezvous_address", "expected host:port");
+  try {
+    const int port = std::stoi(address.substr(colon + 1));
+    if (port <= 0 || port > 65535) throw std::out_of_range("port");
+    return std::pair{address.substr(0, colon), port};
+  } catch (const std::exception&) {
+    return InvalidArgument("rendezvous_address", "\"" + address + "\" has no valid port");
+  }
+}
+
+class GlooCollective final : public Collective {
+ public:
+  GlooCollective(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, CollectiveOptions options)
+      : group_(std::move(group)), options_(std::move(options)) {}
+  int rank() const override { return options_.rank; }
+  int world_size() const override { return options_.world_size; }
+
+  Status AllReduceSum(std::span<float> values) override {
+    return AllReduce(torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, torch::kFloat32));
+  }
+  Status AllReduceSum(std::span<double> values) override {
+    return AllReduce(torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, torch::kFloat64));
+  }
+  Status Broadcast(std::span<std::byte> bytes, int root) override {
+    std::vector<at::Tensor> tensors = {
+        torch::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, torch::kUInt8)};
+    c10d::BroadcastOptions broadcast;
+    broadcast.rootRank = root;
+    return Run([&] { return group_->broadcast(tensors, broadcast); }, "broadcast");
+  }
+
+ private:
+  Status AllReduce(at::Tensor tensor) {
+    std::vector<at::Tensor> tensors = {std::move(tensor)};
+    return Run([&] { return group_->allreduce(tensors); }, "all-reduce");
+  }
+  // A dead or stuck peer surfaces as an exception or a timeout: either way the step failed.
+  template <typename Start>
+  Status Run(Start start, const char* what) {
+    try {
+      c10::intrusive_ptr<c10d::Work> work = start();
+      if (!work->wait(options_.timeout)) {
+        return MakeError(ErrorCode::kDeadlineExceeded, std::string(what) + " timed out");
+      }
+      return Ok();
+    } catch (const std::exception& error) {
+      return MakeError(ErrorCode::kUnavailable, std::string(what) + " failed: " + error.what());
+    }
+  }
+
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  CollectiveOptions options_;
+};
+
+}  // namespace
+
+struct StoreServer::Impl {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+};
+
+StoreServer::StoreServer(std::unique_ptr<Impl> impl, std::string address)
+    : impl_(std::move(impl)), address_(std::move(address)) {}
+StoreServer::~StoreServer() = default;
+
+Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host, int port) {
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(port);
+    options.isServer = true;
+    options.waitWorkers = false;
+    auto impl = std::make_unique<Impl>();
+    impl->store = c10::make_intrusive<c10d::TCPStore>(host, options);
+    const std::string address = host + ":" + std::to_string(impl->store->getPort());
+    return std::unique_ptr<StoreServer>(new StoreServer(std::move(impl), address));
+  } catch (const std::exception& error) {
+    return InvalidArgument("--host", "cannot serve a TCPStore on " + host + ":" +
+                                          std::to_string(port) + ": " + error.what());
+  }
+}
+
+Result<std::unique_ptr<Collective>> ConnectGloo(const std::string& rendezvous_address,
+                                                const std::string& prefix,
+                                                const CollectiveOptions& options) {
+  Result<std::pair<std::string, int>> address = SplitAddress(rendezvous_address);
+  if (!address.ok()) return address.error();
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<std::uint16_t>(address->second);
+    store_options.isServer = false;
+    store_options.waitWorkers = false;
+    store_options.timeout = options.timeout;
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(address->first, store_options);
+    auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
+    auto group_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
+    group_options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(options.interface_host));
+    group_options->threads = 1;
+    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank,
+                                                             options.world_size, group_options);
+    return std::unique_ptr<Collective>(std::make_unique<GlooCollective>(std::move(group), options));
+  } catch (const std::exception& error) {
+    return MakeError(ErrorCode::kUnavailable, "cannot form the Gloo group at " + rendezvous_address +
+                                                  " (" + prefix + "): " + error.what());
+  }
+}
+
+}  // namespace fulcrum::trainer

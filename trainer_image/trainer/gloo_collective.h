@@ -1,0 +1,34 @@
+// Gloo through libtorch c10d on CPU: the rendezvous store every trainer serves, and the
+// process group of one generation. Torch-free header; the c10d types stay in the .cc.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "operator/common/result.h"
+#include "trainer_image/trainer/collective.h"
+
+namespace fulcrum::trainer {
+
+// A c10d TCPStore server this trainer hosts for as long as it lives; when it is rank 0 of a
+// generation, the coordinator hands its address to the others as the rendezvous.
+class StoreServer {
+ public:
+  static Result<std::unique_ptr<StoreServer>> Start(const std::string& host, int port);
+  ~StoreServer();
+  const std::string& address() const { return address_; }
+
+ private:
+  struct Impl;
+  explicit StoreServer(std::unique_ptr<Impl> impl, std::string address);
+  std::unique_ptr<Impl> impl_;
+  std::string address_;
+};
+
+// Connects to the store at `rendezvous_address` ("host:port") under `prefix` (a fresh prefix
+// per generation, so keys of an aborted generation never mix in) and builds the Gloo group.
+Result<std::unique_ptr<Collective>> ConnectGloo(const std::string& rendezvous_address,
+                                                const std::string& prefix,
+                                                const CollectiveOptions& options);
+
+}  // namespace fulcrum::trainer

@@ -1,0 +1,31 @@
+// fulcrum-trainer: heterogeneous data-parallel training with in-place rebalancing.
+#include <csignal>
+#include <iostream>
+
+#include "trainer_image/trainer/trainer_flags.h"
+#include "trainer_image/trainer/training_loop.h"
+
+namespace {
+
+std::atomic<int> stop_signal{0};  // set by SIGTERM/SIGINT; the loop checks it between steps
+
+extern "C" void OnStopSignal(int signal_number) { stop_signal.store(signal_number); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::cout << fulcrum::trainer::kTrainerUsage;
+    return 0;
+  }
+  auto flags = fulcrum::trainer::ParseTrainerFlags(args);
+  if (!flags.ok()) {
+    std::cerr << fulcrum::trainer::kTrainerUsage << "fulcrum-trainer: error: "
+              << flags.error().field << ": " << flags.error().message << "\n";
+    return 2;
+  }
+  std::signal(SIGTERM, OnStopSignal);
+  std::signal(SIGINT, OnStopSignal);
+  return fulcrum::trainer::RunTrainer(*flags, stop_signal);
+}

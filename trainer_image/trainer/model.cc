@@ -1,0 +1,117 @@
+#include "trainer_image/trainer/model.h"
+
+#include <torch/script.h>
+
+namespace fulcrum::trainer {
+namespace {
+
+namespace nn = torch::nn;
+
+// Linear -> ReLU -> Linear -> ReLU -> Linear; no BatchNorm, so weighted data parallelism
+// equals single-process training exactly (up to float rounding).
+struct MlpImpl : nn::Module {
+  MlpImpl(int inputs, int hidden, int classes)
+      : first(register_module("first", nn::Linear(inputs, hidden))),
+        second(register_module("second", nn::Linear(hidden, hidden))),
+        out(register_module("out", nn::Linear(hidden, classes))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    return out(torch::relu(second(torch::relu(first(x)))));
+  }
+  nn::Linear first, second, out;
+};
+TORCH_MODULE(Mlp);
+
+struct ResidualBlockImpl : nn::Module {
+  explicit ResidualBlockImpl(int channels)
+      : conv1(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(channels, channels, 3).padding(1).bias(false)))),
+        bn1(register_module("bn1", nn::BatchNorm2d(channels))),
+        conv2(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(channels, channels, 3).padding(1).bias(false)))),
+        bn2(register_module("bn2", nn::BatchNorm2d(channels))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    return torch::relu(x + bn2(conv2(torch::relu(bn1(conv1(x))))));
+  }
+  nn::Conv2d conv1;
+  nn::BatchNorm2d bn1;
+  nn::Conv2d conv2;
+  nn::BatchNorm2d bn2;
+};
+TORCH_MODULE(ResidualBlock);
+
+// Stem, two residual blocks, global average pooling, linear head: a ResNet in miniature.
+struct SmallResNetImpl : nn::Module {
+  SmallResNetImpl(int channels, int classes)
+      : stem(register_module("stem", nn::Conv2d(nn::Conv2dOptions(3, channels, 3).padding(1)))),
+        block1(register_module("block1", ResidualBlock(channels))),
+        block2(register_module("block2", ResidualBlock(channels))),
+        head(register_module("head", nn::Linear(channels, classes))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x = block2(block1(torch::relu(stem(x))));
+    return head(x.mean({2, 3}));
+  }
+  nn::Conv2d stem;
+  ResidualBlock block1, block2;
+  nn::Linear head;
+};
+TORCH_MODULE(SmallResNet);
+
+template <typename Holder>
+class BuiltinModel final : public TrainingModel {
+ public:
+  explicit BuiltinModel(Holder module) : module_(std::move(module)) { module_->train(); }
+  std::vector<torch::Tensor> Parameters() override { return module_->parameters(); }
+  std::vector<torch::Tensor> Buffers() override { return module_->buffers(); }
+  torch::Tensor Forward(const torch::Tensor& inputs) override { return module_->forward(inputs); }
+
+ private:
+  Holder module_;
+};
+
+class ScriptedModel final : public TrainingModel {
+ public:
+  explicit ScriptedModel(torch::jit::Module module) : module_(std::move(module)) { module_.train(); }
+  std::vector<torch::Tensor> Parameters() override {
+    std::vector<torch::Tensor> parameters;
+    for (const torch::Tensor& parameter : module_.parameters()) parameters.push_back(parameter);
+    return parameters;
+  }
+  std::vector<torch::Tensor> Buffers() override {
+    std::vector<torch::Tensor> buffers;
+    for (const torch::Tensor& buffer : module_.buffers()) buffers.push_back(buffer);
+    return buffers;
+  }
+  torch::Tensor Forward(const torch::Tensor& inputs) override {
+    return module_.forward({inputs}).toTensor();
+  }
+
+ private:
+  torch::jit::Module module_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TrainingModel>> MakeModel(const TrainerFlags& flags) {
+  torch::manual_seed(flags.seed);
+  switch (flags.model) {
+    case ModelKind::kMlp:
+      return std::unique_ptr<TrainingModel>(std::make_unique<BuiltinModel<Mlp>>(
+          Mlp(flags.input_features, flags.hidden, flags.classes)));
+    case ModelKind::kCnn:
+      return std::unique_ptr<TrainingModel>(std::make_unique<BuiltinModel<SmallResNet>>(
+          SmallResNet(flags.hidden, flags.classes)));
+    case ModelKind::kTorchScript:
+      try {
+        torch::jit::Module module = torch::jit::load(flags.torchscript);
+        std::unique_ptr<TrainingModel> model = std::make_unique<ScriptedModel>(std::move(module));
+        if (model->Parameters().empty()) {
+          return InvalidArgument("--torchscript", "the module has no parameters to train");
+        }
+        return model;
+      } catch (const std::exception& error) {
+        return InvalidArgument("--torchscript", "cannot load \"" + flags.torchscript +
+                                                    "\" as TorchScript: " + error.what());
+      }
+  }
+  return InvalidArgument("--model", "unknown model");
+}
+
+}  // namespace fulcrum::trainer

@@ -1,0 +1,27 @@
+// The models fulcrum-trainer trains: built-in MLP and small ResNet-like CNN, or a user
+// TorchScript module. Each maps a batch of inputs to class logits.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "operator/common/result.h"
+#include "trainer_image/trainer/trainer_flags.h"
+
+namespace fulcrum::trainer {
+
+class TrainingModel {
+ public:
+  virtual ~TrainingModel() = default;
+  virtual std::vector<torch::Tensor> Parameters() = 0;  // trained, all-reduced, identical on ranks
+  virtual std::vector<torch::Tensor> Buffers() = 0;     // e.g. BatchNorm running statistics
+  virtual torch::Tensor Forward(const torch::Tensor& inputs) = 0;  // [b, ...] -> [b, classes]
+};
+
+// Parameters are initialised from flags.seed, so every rank starts from the same point even
+// before rank 0's broadcast.
+Result<std::unique_ptr<TrainingModel>> MakeModel(const TrainerFlags& flags);
+
+}  // namespace fulcrum::trainer

@@ -1,0 +1,178 @@
+#include "trainer_image/trainer/trainer_flags.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace fulcrum::trainer {
+
+const char* const kTrainerUsage =
+    "usage: fulcrum-trainer (--coordinator HOST:PORT --token-file F | --world-size N --rank R\n"
+    "                        --rendezvous HOST:PORT --batches B0,B1,...) [options]\n"
+    "  membership: --job NAME --pod NAME --node NAME --gpu-product LABEL --host ADDR\n"
+    "  model:      --model mlp|cnn|torchscript --torchscript FILE --data-file FILE\n"
+    "              --record-features D --dataset-size N --input-features D --hidden H\n"
+    "              --image-size S --classes C --shuffle true|false --seed N\n"
+    "  optimizer:  --optimizer sgd|adam --lr F --momentum F --steps N (0: until stopped)\n"
+    "  state:      --checkpoint-dir DIR --checkpoint-every N\n"
+    "  runtime:    --metrics-port P (-1 off) --collective-timeout-ms MS --bucket-elements N\n"
+    "              --threads N --sample-log FILE\n"
+    "  emulation:  --emulated-slowdown F --slowdown-file FILE (tests and demos only)\n";
+
+namespace {
+
+template <typename Number>
+Status ParseNumber(const std::string& flag, const std::string& text, Number* out) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, error] = std::from_chars(text.data(), end, *out);
+  if (error != std::errc() || ptr != end) {
+    return InvalidArgument(flag, "expected a number, got \"" + text + "\"");
+  }
+  return Ok();
+}
+
+Status ParseBool(const std::string& flag, const std::string& text, bool* out) {
+  if (text != "true" && text != "false") return InvalidArgument(flag, "expected true or false");
+  *out = text == "true";
+  return Ok();
+}
+
+Status ParseBatches(const std::string& flag, const std::string& text, std::vector<int>* out) {
+  std::istringstream parts(text);
+  std::string part;
+  while (std::getline(parts, part, ',')) {
+    int batch = 0;
+    if (Status status = ParseNumber(flag, part, &batch); !status.ok()) return status;
+    if (batch < 0) return InvalidArgument(flag, "batches must be >= 0");
+    out->push_back(batch);
+  }
+  return Ok();
+}
+
+std::string Hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+Status Validate(const TrainerFlags& flags) {
+  if (flags.coordinator.empty()) {
+    if (flags.world_size < 1) return InvalidArgument("--world-size", "must be >= 1");
+    if (flags.rank < 0 || flags.rank >= flags.world_size) {
+      return InvalidArgument("--rank", "must be in [0, --world-size)");
+    }
+    if (flags.rendezvous.find(':') == std::string::npos) {
+      return InvalidArgument("--rendezvous", "is required without --coordinator: HOST:PORT");
+    }
+    if (static_cast<int>(flags.batches.size()) != flags.world_size) {
+      return InvalidArgument("--batches", "needs one local batch per rank (--world-size of them)");
+    }
+  } else if (flags.token_file.empty()) {
+    return InvalidArgument("--token-file", "is required with --coordinator");
+  }
+  if (flags.model == ModelKind::kTorchScript &&
+      (flags.torchscript.empty() || flags.data_file.empty() || flags.record_features < 1)) {
+    return InvalidArgument("--model", "torchscript needs --torchscript, --data-file and --record-features");
+  }
+  if (flags.dataset_size < 1) return InvalidArgument("--dataset-size", "must be >= 1");
+  if (flags.input_features < 1 || flags.hidden < 1 || flags.classes < 2 || flags.image_size < 4) {
+    return InvalidArgument("--input-features/--hidden/--classes/--image-size",
+                           "must be >= 1, >= 1, >= 2 and >= 4");
+  }
+  if (!(flags.learning_rate > 0.0)) return InvalidArgument("--lr", "must be > 0");
+  if (!(flags.momentum >= 0.0 && flags.momentum < 1.0)) return InvalidArgument("--momentum", "must be in [0, 1)");
+  if (flags.steps < 0) return InvalidArgument("--steps", "must be >= 0");
+  if (flags.checkpoint_every < 0) return InvalidArgument("--checkpoint-every", "must be >= 0");
+  if (flags.checkpoint_every > 0 && flags.checkpoint_dir.empty()) {
+    return InvalidArgument("--checkpoint-dir", "is required with --checkpoint-every");
+  }
+  if (flags.metrics_port < -1 || flags.metrics_port > 65535) {
+    return InvalidArgument("--metrics-port", "must be -1 (off) or a port in [0, 65535]");
+  }
+  if (!(flags.emulated_slowdown >= 1.0 && flags.emulated_slowdown <= 100.0)) {
+    return InvalidArgument("--emulated-slowdown", "must be in [1, 100]");
+  }
+  if (flags.collective_timeout_ms < 100) return InvalidArgument("--collective-timeout-ms", "must be >= 100");
+  if (flags.bucket_elements < 1024) return InvalidArgument("--bucket-elements", "must be >= 1024");
+  if (flags.threads < 1) return InvalidArgument("--threads", "must be >= 1");
+  return Ok();
+}
+
+}  // namespace
+
+Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args) {
+  TrainerFlags f;
+  using Setter = std::function<Status(const std::string&, const std::string&)>;
+  auto text = [](std::string* out) -> Setter {
+    return [out](const std::string&, const std::string& value) { *out = value; return Ok(); };
+  };
+  auto number = [](auto* out) -> Setter {
+    return [out](const std::string& flag, const std::string& value) { return ParseNumber(flag, value, out); };
+  };
+  const std::map<std::string, Setter> setters = {
+      {"--job", text(&f.job)},
+      {"--coordinator", text(&f.coordinator)},
+      {"--token-file", text(&f.token_file)},
+      {"--pod", text(&f.pod)},
+      {"--node", text(&f.node)},
+      {"--gpu-product", text(&f.gpu_product)},
+      {"--rank", number(&f.rank)},
+      {"--world-size", number(&f.world_size)},
+      {"--rendezvous", text(&f.rendezvous)},
+      {"--batches", [&](auto& flag, auto& v) { return ParseBatches(flag, v, &f.batches); }},
+      {"--host", text(&f.host)},
+      {"--model",
+       [&](auto& flag, auto& v) -> Status {
+         if (v == "mlp") f.model = ModelKind::kMlp;
+         else if (v == "cnn") f.model = ModelKind::kCnn;
+         else if (v == "torchscript") f.model = ModelKind::kTorchScript;
+         else return InvalidArgument(flag, "must be mlp, cnn or torchscript");
+         return Ok();
+       }},
+      {"--torchscript", text(&f.torchscript)},
+      {"--data-file", text(&f.data_file)},
+      {"--record-features", number(&f.record_features)},
+      {"--dataset-size", number(&f.dataset_size)},
+      {"--input-features", number(&f.input_features)},
+      {"--hidden", number(&f.hidden)},
+      {"--image-size", number(&f.image_size)},
+      {"--classes", number(&f.classes)},
+      {"--shuffle", [&](auto& flag, auto& v) { return ParseBool(flag, v, &f.shuffle); }},
+      {"--seed", number(&f.seed)},
+      {"--optimizer",
+       [&](auto& flag, auto& v) -> Status {
+         if (v == "sgd") f.optimizer = OptimizerKind::kSgd;
+         else if (v == "adam") f.optimizer = OptimizerKind::kAdam;
+         else return InvalidArgument(flag, "must be sgd or adam");
+         return Ok();
+       }},
+      {"--lr", number(&f.learning_rate)},
+      {"--momentum", number(&f.momentum)},
+      {"--steps", number(&f.steps)},
+      {"--checkpoint-dir", text(&f.checkpoint_dir)},
+      {"--checkpoint-every", number(&f.checkpoint_every)},
+      {"--metrics-port", number(&f.metrics_port)},
+      {"--emulated-slowdown", number(&f.emulated_slowdown)},
+      {"--slowdown-file", text(&f.slowdown_file)},
+      {"--collective-timeout-ms", number(&f.collective_timeout_ms)},
+      {"--bucket-elements", number(&f.bucket_elements)},
+      {"--sample-log", text(&f.sample_log)},
+      {"--threads", number(&f.threads)},
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto setter = setters.find(args[i]);
+    if (setter == setters.end()) return InvalidArgument(args[i], "unknown flag; see --help");
+    if (i + 1 >= args.size()) return InvalidArgument(args[i], "needs a value");
+    if (Status status = setter->second(args[i], args[i + 1]); !status.ok()) return status.error();
+    ++i;
+  }
+  if (f.node.empty()) f.node = Hostname();
+  if (f.pod.empty()) f.pod = Hostname() + "-" + std::to_string(getpid());
+  if (Status status = Validate(f); !status.ok()) return status.error();
+  return f;
+}
+
+}  // namespace fulcrum::trainer

@@ -1,0 +1,483 @@
+#include "trainer_image/trainer/training_loop.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <fstream>
+#include <numeric>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "proto/support/json_log.h"
+#include "trainer_image/trainer/coordinator_link.h"
+#include "trainer_image/trainer/dataset.h"
+#include "trainer_image/trainer/emulated_slowdown.h"
+#include "trainer_image/trainer/gloo_collective.h"
+#include "trainer_image/trainer/model.h"
+#include "trainer_image/trainer/optimizer.h"
+#include "trainer_image/trainer/sample_order.h"
+#include "trainer_image/trainer/trainer_metrics.h"
+#include "trainer_image/trainer/training_state.h"
+
+namespace fulcrum::trainer {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+constexpr auto kWaitSlice = std::chrono::milliseconds(200);
+constexpr int kLogEvery = 10;
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+int64_t PeakResidentBytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+// The small vector all-reduced beside the gradients every step. It carries what the ranks
+// must agree on after the step, so they all act on the same step: the batch sum B, the loss,
+// whether to leave the generation, whether to checkpoint, and rank 0's plan for the next step.
+struct ControlLayout {
+  static constexpr std::size_t kBatch = 0;
+  static constexpr std::size_t kLossSum = 1;
+  static constexpr std::size_t kLeave = 2;
+  static constexpr std::size_t kCheckpoint = 3;
+  static constexpr std::size_t kAccumulation = 4;
+  static constexpr std::size_t kPlan = 5;  // world_size entries follow
+  static std::size_t Size(int world_size) { return kPlan + static_cast<std::size_t>(world_size); }
+};
+
+enum class GenerationEnd { kFinished, kLeft, kFellOut, kFatal };
+
+class Trainer {
+ public:
+  Trainer(TrainerFlags flags, const std::atomic<int>& stop_signal)
+      : flags_(std::move(flags)), stop_signal_(stop_signal),
+        slowdown_(flags_.emulated_slowdown, flags_.slowdown_file) {}
+
+  Status Init();
+  int Run();
+
+ private:
+  GenerationEnd RunGeneration(const fulcrum::v1::Assignment& assignment);
+  Status SyncState(Collective& collective);
+  Result<bool> TrainStep(Collective& collective, const fulcrum::v1::Assignment& base,
+                         fulcrum::v1::Assignment& plan);
+  void WriteCheckpointNow(const char* why);
+  void HandleControls();
+  bool WantsToLeave(int64_t generation) const;
+  void LogFinished(const char* why);
+  const std::string& job() const { return flags_.job; }
+
+  TrainerFlags flags_;
+  const std::atomic<int>& stop_signal_;
+  EmulatedSlowdown slowdown_;
+  std::unique_ptr<TrainingModel> model_;
+  std::unique_ptr<Dataset> dataset_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<SampleOrder> order_;
+  std::vector<torch::Tensor> parameters_;
+  std::vector<torch::Tensor> state_tensors_;  // parameters, buffers, optimizer state
+  std::vector<float> gradients_;
+  Progress progress_;
+  std::unique_ptr<StoreServer> store_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<TrainerMetrics> metrics_;
+  std::ofstream sample_log_;
+  bool stop_requested_ = false;   // Control STOP
+  bool drain_requested_ = false;  // Control DRAIN
+  bool checkpoint_requested_ = false;
+  int rank_ = 0;
+  double last_loss_ = std::numeric_limits<double>::quiet_NaN();
+};
+
+Status Trainer::Init() {
+  torch::set_num_threads(flags_.threads);
+  Result<std::unique_ptr<TrainingModel>> model = MakeModel(flags_);
+  if (!model.ok()) return model.error();
+  model_ = std::move(*model);
+  Result<std::unique_ptr<Dataset>> dataset = MakeDataset(flags_);
+  if (!dataset.ok()) return dataset.error();
+  dataset_ = std::move(*dataset);
+  order_ = std::make_unique<SampleOrder>(dataset_->size(), flags_.seed, flags_.shuffle);
+  parameters_ = model_->Parameters();
+  std::size_t elements = 0;
+  for (const torch::Tensor& parameter : parameters_) {
+    if (parameter.scalar_type() != torch::kFloat32 || !parameter.is_contiguous()) {
+      return InvalidArgument("--torchscript", "every parameter must be a contiguous float32 tensor");
+    }
+    elements += static_cast<std::size_t>(parameter.numel());
+  }
+  gradients_.resize(elements);
+  optimizer_ = MakeOptimizer(flags_, parameters_);
+  state_tensors_ = parameters_;
+  for (const torch::Tensor& buffer : model_->Buffers()) state_tensors_.push_back(buffer);
+  for (const torch::Tensor& tensor : optimizer_->State()) state_tensors_.push_back(tensor);
+
+  if (!flags_.checkpoint_dir.empty()) {
+    auto checkpoint = ReadLatestCheckpoint(flags_.checkpoint_dir);
+    if (!checkpoint.ok()) return checkpoint.error();
+    if (checkpoint->has_value()) {
+      Result<Progress> progress = UnpackState(**checkpoint, state_tensors_);
+      if (!progress.ok()) return progress.error();
+      progress_ = *progress;
+      log::Info("trainer", job(), "resumed from checkpoint",
+                {{"step", progress_.step}, {"cursor", progress_.cursor},
+                 {"checksum", Checksum(parameters_)}, {"dir", flags_.checkpoint_dir}});
+    }
+  }
+  if (!flags_.sample_log.empty()) {
+    sample_log_.open(flags_.sample_log, std::ios::app);
+    if (!sample_log_) return InvalidArgument("--sample-log", "cannot open " + flags_.sample_log);
+  }
+  Result<std::unique_ptr<TrainerMetrics>> metrics =
+      TrainerMetrics::Start(flags_.host == "127.0.0.1" ? "127.0.0.1" : "0.0.0.0", flags_.metrics_port, job(), flags_.pod);
+  if (!metrics.ok()) return metrics.error();
+  metrics_ = std::move(*metrics);
+  if (flags_.emulated_slowdown != 1.0 || !flags_.slowdown_file.empty()) {
+    log::Info("trainer", job(), "EMULATION: compute is slowed down artificially (tests/demos only)",
+              {{"emulation", true}, {"factor", flags_.emulated_slowdown}, {"file", flags_.slowdown_file}});
+  }
+
+  if (flags_.coordinator.empty()) {
+    // A fixed group: rank 0 serves the store at the rendezvous address.
+    if (flags_.rank == 0) {
+      const auto colon = flags_.rendezvous.rfind(':');
+      Result<std::unique_ptr<StoreServer>> store =
+          StoreServer::Start(flags_.rendezvous.substr(0, colon), std::stoi(flags_.rendezvous.substr(colon + 1)));
+      if (!store.ok()) return store.error();
+      store_ = std::move(*store);
+    }
+    fulcrum::v1::Assignment assignment;
+    assignment.set_generation(1);
+    assignment.set_rank(flags_.rank);
+    assignment.set_world_size(flags_.world_size);
+    assignment.set_rendezvous_address(flags_.rendezvous);
+    for (int batch : flags_.batches) assignment.add_batches(batch);
+    assignment.set_local_batch(flags_.batches[static_cast<std::size_t>(flags_.rank)]);
+    assignment.set_global_batch(std::accumulate(flags_.batches.begin(), flags_.batches.end(), 0));
+    assignment.set_accumulation_steps(1);
+    assignment.set_reason("static group from the command line");
+    membership_ = std::make_unique<StaticMembership>(std::move(assignment));
+  } else {
+    Result<std::unique_ptr<StoreServer>> store = StoreServer::Start(flags_.host, 0);
+    if (!store.ok()) return store.error();
+    store_ = std::move(*store);
+    std::ifstream token_file(flags_.token_file);
+    std::string token;
+    if (!(token_file >> token)) return InvalidArgument("--token-file", "cannot read a token from " + flags_.token_file);
+    CoordinatorLinkOptions options;
+    options.address = flags_.coordinator;
+    options.hello.set_job(flags_.job);
+    options.hello.set_pod(flags_.pod);
+    options.hello.set_node(flags_.node);
+    options.hello.set_gpu_product(flags_.gpu_product);
+    options.hello.set_token(token);
+    options.hello.set_store_address(store_->address());
+    options.hello.set_step(progress_.step);
+    membership_ = std::make_unique<CoordinatorLink>(std::move(options));
+  }
+  log::Info("trainer", job(), "started",
+            {{"pod", flags_.pod}, {"parameters", gradients_.size()}, {"step", progress_.step},
+             {"metrics_port", metrics_->port()}, {"pid", static_cast<int>(getpid())}});
+  return Ok();
+}
+
+void Trainer::HandleControls() {
+  while (std::optional<fulcrum::v1::Control> control = membership_->TakeControl()) {
+    log::Info("trainer", job(), "control received",
+              {{"action", fulcrum::v1::Control::Action_Name(control->action())}, {"reason", control->reason()}});
+    switch (control->action()) {
+      case fulcrum::v1::Control::CHECKPOINT: checkpoint_requested_ = true; break;
+      case fulcrum::v1::Control::STOP: stop_requested_ = true; break;
+      case fulcrum::v1::Control::DRAIN: drain_requested_ = true; break;
+      default: break;
+    }
+  }
+}
+
+bool Trainer::WantsToLeave(int64_t generation) const {
+  return stop_signal_.load() != 0 || stop_requested_ || drain_requested_ ||
+         membership_->HasNewerGeneration(generation);
+}
+
+void Trainer::WriteCheckpointNow(const char* why) {
+  if (flags_.checkpoint_dir.empty()) return;
+  const std::string writer = flags_.pod + "." + std::to_string(getpid());
+  Status status = WriteCheckpoint(flags_.checkpoint_dir, writer, progress_.step, PackState(state_tensors_, progress_));
+  if (!status.ok()) {
+    log::Error("trainer", job(), "checkpoint failed", {{"error", status.error().ToString()}});
+    return;
+  }
+  log::Info("trainer", job(), "checkpoint written",
+            {{"step", progress_.step}, {"checksum", Checksum(parameters_)}, {"why", why}});
+}
+
+void Trainer::LogFinished(const char* why) {
+  log::Info("trainer", job(), "finished",
+            {{"why", why}, {"step", progress_.step}, {"cursor", progress_.cursor},
+             {"checksum", Checksum(parameters_)}, {"loss", last_loss_}, {"pid", static_cast<int>(getpid())}});
+}
+
+int Trainer::Run() {
+  int64_t generation = 0;
+  while (true) {
+    HandleControls();
+    if (std::optional<Error> fatal = membership_->Fatal()) {
+      log::Error("trainer", job(), "cannot train in this job", {{"error", fatal->ToString()}});
+      return 2;
+    }
+    if (drain_requested_) {
+      LogFinished("drained");
+      return 0;
+    }
+    if (stop_signal_.load() != 0 || stop_requested_) {
+      WriteCheckpointNow(stop_requested_ ? "stop requested" : "SIGTERM");
+      LogFinished("stopped");
+      return 0;
+    }
+    if (flags_.steps > 0 && progress_.step >= flags_.steps) {
+      if (rank_ == 0) WriteCheckpointNow("final");
+      LogFinished("steps done");
+      return 0;
+    }
+    std::optional<fulcrum::v1::Assignment> assignment = membership_->WaitForGeneration(generation, kWaitSlice);
+    if (!assignment) continue;
+    generation = assignment->generation();
+    membership_->SetProgress(generation, progress_.step);
+    switch (RunGeneration(*assignment)) {
+      case GenerationEnd::kFinished:
+      case GenerationEnd::kLeft:
+        break;
+      case GenerationEnd::kFellOut:
+        if (!membership_->RequestRejoin(generation, "collective failed")) return 1;
+        break;
+      case GenerationEnd::kFatal:
+        return 1;
+    }
+  }
+}
+
+Status Trainer::SyncState(Collective& collective) {
+  // Every rank offers its step and state size; the most advanced state wins, so the step
+  // never goes back, and a newcomer (step 0) or a restarted job (its checkpoint) catches up.
+  const auto world = static_cast<std::size_t>(collective.world_size());
+  std::vector<double> offers(2 * world, 0.0);
+  offers[static_cast<std::size_t>(rank_)] = static_cast<double>(progress_.step);
+  offers[world + static_cast<std::size_t>(rank_)] = static_cast<double>(PackedSize(state_tensors_));
+  if (Status status = collective.AllReduceSum(offers); !status.ok()) return status;
+  int source = 0;
+  for (std::size_t r = 0; r < world; ++r) {
+    if (offers[world + r] != offers[world]) {
+      return InvalidArgument("--model", "trainers of this job disagree on the model or optimizer "
+                                        "(state sizes differ): start them with the same flags");
+    }
+    if (offers[r] > offers[static_cast<std::size_t>(source)]) source = static_cast<int>(r);
+  }
+  std::vector<std::byte> bytes = rank_ == source ? PackState(state_tensors_, progress_)
+                                                 : std::vector<std::byte>(PackedSize(state_tensors_));
+  if (Status status = collective.Broadcast(bytes, source); !status.ok()) return status;
+  if (rank_ != source) {
+    Result<Progress> progress = UnpackState(bytes, state_tensors_);
+    if (!progress.ok()) return progress.error();
+    progress_ = *progress;
+  }
+  log::Info("trainer", job(), "state synchronised",
+            {{"source_rank", source}, {"rank", rank_}, {"step", progress_.step},
+             {"cursor", progress_.cursor}, {"checksum", Checksum(parameters_)}});
+  return Ok();
+}
+
+GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) {
+  rank_ = assignment.rank();
+  const int world = assignment.world_size();
+  if (assignment.batches_size() != world || rank_ < 0 || rank_ >= world) {
+    log::Error("trainer", job(), "malformed assignment: batches must have world_size entries",
+               {{"generation", assignment.generation()}});
+    return GenerationEnd::kFellOut;
+  }
+  log::Info("trainer", job(), "joining generation",
+            {{"generation", assignment.generation()}, {"rank", rank_}, {"world_size", world},
+             {"rendezvous", assignment.rendezvous_address()}, {"reason", assignment.reason()}});
+  CollectiveOptions options;
+  options.rank = rank_;
+  options.world_size = world;
+  options.interface_host = flags_.host;
+  options.timeout = std::chrono::milliseconds(flags_.collective_timeout_ms);
+  const std::string prefix = "fulcrum/" + job() + "/gen-" + std::to_string(assignment.generation()) + "/";
+  Result<std::unique_ptr<Collective>> collective = ConnectGloo(assignment.rendezvous_address(), prefix, options);
+  if (!collective.ok()) {
+    log::Warn("trainer", job(), "fell out: cannot form the group", {{"error", collective.error().ToString()}});
+    return GenerationEnd::kFellOut;
+  }
+  if (Status status = SyncState(**collective); !status.ok()) {
+    if (status.error().code == ErrorCode::kInvalidArgument) {
+      log::Error("trainer", job(), "cannot join", {{"error", status.error().ToString()}});
+      return GenerationEnd::kFatal;
+    }
+    log::Warn("trainer", job(), "fell out while synchronising state", {{"error", status.error().ToString()}});
+    return GenerationEnd::kFellOut;
+  }
+  fulcrum::v1::Assignment plan = assignment;
+  while (true) {
+    if (flags_.steps > 0 && progress_.step >= flags_.steps) return GenerationEnd::kFinished;
+    HandleControls();
+    Result<bool> stay = TrainStep(**collective, assignment, plan);
+    if (!stay.ok()) {
+      log::Warn("trainer", job(), "fell out: step aborted, state unchanged",
+                {{"step", progress_.step}, {"generation", assignment.generation()},
+                 {"error", stay.error().ToString()}});
+      return GenerationEnd::kFellOut;
+    }
+    if (!*stay) return GenerationEnd::kLeft;
+  }
+}
+
+Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assignment& base,
+                                fulcrum::v1::Assignment& plan) {
+  const auto start = SteadyClock::now();
+  const int world = collective.world_size();
+  const std::vector<int> batches(plan.batches().begin(), plan.batches().end());
+  Result<PositionRange> range = ShardForRank(progress_.cursor, batches, rank_);
+  if (!range.ok()) return range.error();
+  const std::vector<int64_t> indices = order_->Indices(*range);
+  const int local_batch = static_cast<int>(indices.size());
+
+  // Forward and backward on sum-reduced loss: the gradient is b_i times the local mean.
+  for (torch::Tensor& parameter : parameters_) {
+    if (parameter.grad().defined()) parameter.mutable_grad().zero_();
+  }
+  double loss_sum = 0.0;
+  const int micro_steps = std::max(1, std::min(plan.accumulation_steps(), std::max(1, local_batch)));
+  for (int micro = 0; micro < micro_steps && local_batch > 0; ++micro) {
+    const std::size_t begin = indices.size() * static_cast<std::size_t>(micro) / static_cast<std::size_t>(micro_steps);
+    const std::size_t end = indices.size() * static_cast<std::size_t>(micro + 1) / static_cast<std::size_t>(micro_steps);
+    Batch batch = dataset_->Get(std::span(indices).subspan(begin, end - begin));
+    torch::Tensor loss = torch::nn::functional::cross_entropy(
+        model_->Forward(batch.inputs), batch.targets,
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    loss.backward();
+    loss_sum += loss.item<double>();
+  }
+  const double factor = slowdown_.Current(job());
+  if (factor > 1.0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1.0) * SecondsSince(start)));
+  }
+  const double compute_seconds = SecondsSince(start);
+
+  std::size_t offset = 0;
+  for (const torch::Tensor& parameter : parameters_) {
+    const auto count = static_cast<std::size_t>(parameter.numel());
+    if (parameter.grad().defined()) {
+      std::memcpy(gradients_.data() + offset, parameter.grad().contiguous().data_ptr<float>(), count * sizeof(float));
+    } else {
+      std::fill_n(gradients_.begin() + static_cast<std::ptrdiff_t>(offset), count, 0.0f);
+    }
+    offset += count;
+  }
+  std::vector<double> control(ControlLayout::Size(world), 0.0);
+  control[ControlLayout::kBatch] = local_batch;
+  control[ControlLayout::kLossSum] = loss_sum;
+  control[ControlLayout::kLeave] = WantsToLeave(base.generation()) ? 1.0 : 0.0;
+  control[ControlLayout::kCheckpoint] = checkpoint_requested_ ? 1.0 : 0.0;
+  if (rank_ == 0) {
+    const fulcrum::v1::Assignment next = membership_->PlanAt(base, progress_.step + 1);
+    const fulcrum::v1::Assignment& chosen = next.batches_size() == world ? next : plan;
+    control[ControlLayout::kAccumulation] = std::max(1, chosen.accumulation_steps());
+    for (int r = 0; r < world; ++r) control[ControlLayout::kPlan + static_cast<std::size_t>(r)] = chosen.batches(r);
+  }
+
+  const auto communication_start = SteadyClock::now();
+  const auto bucket = static_cast<std::size_t>(flags_.bucket_elements);
+  for (std::size_t begin = 0; begin < gradients_.size(); begin += bucket) {
+    const std::size_t size = std::min(bucket, gradients_.size() - begin);
+    if (Status status = collective.AllReduceSum(std::span(gradients_).subspan(begin, size)); !status.ok()) {
+      return status.error();
+    }
+  }
+  if (Status status = collective.AllReduceSum(control); !status.ok()) return status.error();
+  const double comm_seconds = SecondsSince(communication_start);
+
+  // Commit: from here on the step happened, identically on every rank.
+  const double global_batch = control[ControlLayout::kBatch];
+  if (global_batch > 0) {
+    offset = 0;
+    for (torch::Tensor& parameter : parameters_) {
+      const auto count = static_cast<std::size_t>(parameter.numel());
+      torch::Tensor mean = torch::from_blob(gradients_.data() + offset, parameter.sizes(), torch::kFloat32)
+                               .div(static_cast<float>(global_batch));
+      if (parameter.grad().defined()) {
+        parameter.mutable_grad().copy_(mean);
+      } else {
+        parameter.mutable_grad() = mean;
+      }
+      offset += count;
+    }
+    optimizer_->Step(parameters_);
+  }
+  const int64_t step = progress_.step;
+  progress_.step += 1;
+  progress_.cursor += static_cast<int64_t>(global_batch);
+  last_loss_ = global_batch > 0 ? control[ControlLayout::kLossSum] / global_batch : last_loss_;
+  checkpoint_requested_ = false;
+  const double step_seconds = SecondsSince(start);
+
+  if (sample_log_.is_open()) {
+    sample_log_ << nlohmann::json{{"step", step}, {"generation", base.generation()}, {"rank", rank_},
+                                  {"batches", batches}, {"positions", {range->begin, range->end}},
+                                  {"indices", indices}}.dump()
+                << "\n";
+    sample_log_.flush();
+  }
+  fulcrum::v1::StepReport report;
+  report.set_generation(base.generation());
+  report.set_step(step);
+  report.set_local_batch(local_batch);
+  report.set_compute_seconds(compute_seconds);
+  report.set_comm_seconds(comm_seconds);
+  report.set_peak_memory(PeakResidentBytes());
+  report.set_loss(local_batch > 0 ? loss_sum / local_batch : 0.0);
+  report.set_step_seconds(step_seconds);
+  membership_->Report(report);
+  membership_->SetProgress(base.generation(), progress_.step);
+  metrics_->ObserveStep(step_seconds, local_batch, last_loss_, base.generation(), progress_.step);
+
+  std::vector<int> next(world);
+  for (int r = 0; r < world; ++r) next[static_cast<std::size_t>(r)] = static_cast<int>(control[ControlLayout::kPlan + static_cast<std::size_t>(r)]);
+  if (next != batches) {
+    log::Info("trainer", job(), "new batches applied in place",
+              {{"step", progress_.step}, {"batches", next}, {"rank", rank_}});
+  }
+  plan.clear_batches();
+  for (int batch : next) plan.add_batches(batch);
+  plan.set_accumulation_steps(static_cast<int>(control[ControlLayout::kAccumulation]));
+
+  if (step % kLogEvery == 0) {
+    log::Info("trainer", job(), "step",
+              {{"step", step}, {"generation", base.generation()}, {"rank", rank_}, {"local_batch", local_batch},
+               {"global_batch", global_batch}, {"loss", last_loss_}, {"compute_seconds", compute_seconds},
+               {"comm_seconds", comm_seconds}, {"step_seconds", step_seconds},
+               {"samples_per_second", step_seconds > 0 ? global_batch / step_seconds : 0.0}});
+  }
+  const bool periodic = flags_.checkpoint_every > 0 && progress_.step % flags_.checkpoint_every == 0;
+  if (rank_ == 0 && (periodic || control[ControlLayout::kCheckpoint] > 0)) {
+    WriteCheckpointNow(periodic ? "periodic" : "requested");
+  }
+  return control[ControlLayout::kLeave] == 0.0;
+}
+
+}  // namespace
+
+int RunTrainer(const TrainerFlags& flags, const std::atomic<int>& stop_signal) {
+  Trainer trainer(flags, stop_signal);
+  if (Status status = trainer.Init(); !status.ok()) {
+    log::Error("trainer", flags.job, "cannot start", {{"error", status.error().ToString()}});
+    return 2;
+  }
+  return trainer.Run();
+}
+
+}  // namespace fulcrum::trainer
