@@ -290,6 +290,7 @@ void Job::OnStepComplete(int64_t step, Outbox& out) {
     }
   }
   completed_step_ = std::max(completed_step_, step);
+  ideal_samples_per_second_ = IdealSamplesPerSecond();
   int64_t lead = config_.min_apply_lead_steps;
   if (step_seconds_average_ > 0.0) {
     lead = std::max<int64_t>(
@@ -374,6 +375,24 @@ void Job::SendControl(fulcrum::v1::Control::Action action, const std::string& re
   }
 }
 
+// X_UB: what the best split of B would reach under the current fitted costs and tail.
+double Job::IdealSamplesPerSecond() const {
+  balancer::PlanRequest request;
+  request.global_batch = config_.global_batch;
+  request.tail_seconds = controller_.TailSeconds();
+  const int min_batch = config_.global_batch >= static_cast<int>(ranks_.size()) ? 1 : 0;
+  for (const std::string& pod : ranks_) {
+    const std::optional<balancer::LinearCost> cost = controller_.FittedCost(pod);
+    if (!cost) return 0.0;
+    request.workers.push_back(
+        {pod, cost->fixed_seconds, cost->seconds_per_sample, min_batch, config_.global_batch, 0});
+  }
+  if (request.workers.empty()) return 0.0;
+  Result<balancer::Plan> ideal =
+      balancer::MakePlan(request, *balancer::MakePolicy(balancer::PolicyKind::kOptimal));
+  return ideal.ok() ? ideal->ideal_samples_per_second : 0.0;
+}
+
 JobSnapshot Job::Snapshot() const {
   JobSnapshot snapshot;
   snapshot.name = config_.name;
@@ -386,10 +405,6 @@ JobSnapshot Job::Snapshot() const {
   snapshot.last_rebalance = last_rebalance_;
   snapshot.measured_samples_per_second = samples_per_second_average_;
 
-  balancer::PlanRequest ideal_request;
-  ideal_request.global_batch = config_.global_batch;
-  ideal_request.tail_seconds = controller_.TailSeconds();
-  bool all_fitted = !ranks_.empty();
   for (const auto& [pod, member] : members_) {
     MemberSnapshot view;
     view.pod = pod;
@@ -411,23 +426,12 @@ JobSnapshot Job::Snapshot() const {
     if (const std::optional<balancer::LinearCost> cost = controller_.FittedCost(pod)) {
       view.fitted_fixed_seconds = cost->fixed_seconds;
       view.fitted_seconds_per_sample = cost->seconds_per_sample;
-      if (member.rank >= 0) {
-        ideal_request.workers.push_back({pod, cost->fixed_seconds, cost->seconds_per_sample,
-                                         config_.global_batch >= static_cast<int>(ranks_.size()) ? 1 : 0,
-                                         config_.global_batch, 0});
-      }
-    } else if (member.rank >= 0) {
-      all_fitted = false;
     }
     snapshot.members.push_back(std::move(view));
   }
-  if (all_fitted && !ideal_request.workers.empty()) {
-    Result<balancer::Plan> ideal =
-        balancer::MakePlan(ideal_request, *balancer::MakePolicy(balancer::PolicyKind::kOptimal));
-    if (ideal.ok()) snapshot.ideal_samples_per_second = ideal->ideal_samples_per_second;
-  }
-  if (snapshot.ideal_samples_per_second > 0.0) {
-    snapshot.efficiency = snapshot.measured_samples_per_second / snapshot.ideal_samples_per_second;
+  snapshot.ideal_samples_per_second = ideal_samples_per_second_;
+  if (ideal_samples_per_second_ > 0.0) {
+    snapshot.efficiency = samples_per_second_average_ / ideal_samples_per_second_;
   }
   return snapshot;
 }

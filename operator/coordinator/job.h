@@ -71,6 +71,7 @@ class Job {
   void OnStepComplete(int64_t step, Outbox& out);
   Status DecidePlan(int64_t step, std::string* reason);
   void SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out);
+  double IdealSamplesPerSecond() const;
   Status CheckReportGeneration(const Member& member, int64_t generation) const;
 
   JobConfig config_;
@@ -93,6 +94,7 @@ class Job {
   int64_t last_decided_step_ = 0;
   double step_seconds_average_ = 0.0;
   double samples_per_second_average_ = 0.0;
+  double ideal_samples_per_second_ = 0.0;
   RebalanceSnapshot last_rebalance_;
 };
 

@@ -1,0 +1,74 @@
+// Weighted aggregation is exact: 3 trainers with local batches {3, 5, 8} end with the same
+// parameters as 1 trainer with batch 16 (20 steps, SGD with momentum, MLP without BatchNorm).
+// Real processes, real Gloo over loopback (static groups, no coordinator needed).
+#include <cstring>
+#include <gtest/gtest.h>
+
+#include "tests/trainer_image/harness/local_job.h"
+
+namespace fulcrum::testing {
+namespace {
+
+constexpr std::size_t kCheckpointPrefixBytes = 16 + 8 + 16;  // magic, length, step + cursor
+
+std::vector<float> FinalParameters(const std::string& directory, const std::string& log) {
+  const auto started = ReadJsonLines(log, "started");
+  if (started.empty()) return {};
+  const std::size_t count = started.front()["parameters"];
+  const std::string bytes = ReadFile(directory + "/checkpoint-000000000020.bin");
+  if (bytes.size() < kCheckpointPrefixBytes + count * sizeof(float)) return {};
+  std::vector<float> parameters(count);
+  std::memcpy(parameters.data(), bytes.data() + kCheckpointPrefixBytes, count * sizeof(float));
+  return parameters;
+}
+
+std::vector<std::string> StaticTrainer(const std::string& directory, int rank, int world, int port,
+                                       const std::string& batches) {
+  return {TrainerBinary(), "--world-size", std::to_string(world), "--rank", std::to_string(rank),
+          "--rendezvous", "127.0.0.1:" + std::to_string(port), "--batches", batches,
+          "--steps", "20", "--model", "mlp", "--optimizer", "sgd", "--momentum", "0.9",
+          "--lr", "0.05", "--checkpoint-dir", directory, "--collective-timeout-ms", "20000"};
+}
+
+TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
+  const std::string single = FreshDirectory("equivalence-single");
+  const std::string multi = FreshDirectory("equivalence-multi");
+  {
+    ChildProcess one(StaticTrainer(single, 0, 1, FreeLoopbackPort(), "16"), single + "/rank0.log");
+    ASSERT_EQ(one.Wait(std::chrono::seconds(120)), 0) << ReadFile(single + "/rank0.log");
+  }
+  {
+    const int port = FreeLoopbackPort();
+    std::vector<ChildProcess> ranks;
+    for (int rank = 0; rank < 3; ++rank) {
+      ranks.emplace_back(StaticTrainer(multi, rank, 3, port, "3,5,8"),
+                         multi + "/rank" + std::to_string(rank) + ".log");
+    }
+    for (int rank = 0; rank < 3; ++rank) {
+      ASSERT_EQ(ranks[static_cast<std::size_t>(rank)].Wait(std::chrono::seconds(120)), 0)
+          << ReadFile(multi + "/rank" + std::to_string(rank) + ".log");
+    }
+  }
+  const std::vector<float> expected = FinalParameters(single, single + "/rank0.log");
+  const std::vector<float> actual = FinalParameters(multi, multi + "/rank0.log");
+  ASSERT_FALSE(expected.empty());
+  ASSERT_EQ(actual.size(), expected.size());
+  double max_difference = 0.0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    max_difference = std::max(max_difference, static_cast<double>(std::abs(actual[i] - expected[i])));
+  }
+  EXPECT_LT(max_difference, 1e-5);
+  std::cout << "max |difference| = " << max_difference << " over " << expected.size() << " parameters\n";
+
+  // Every rank ends bit-identical.
+  std::set<std::string> checksums;
+  for (int rank = 0; rank < 3; ++rank) {
+    for (const auto& line : ReadJsonLines(multi + "/rank" + std::to_string(rank) + ".log", "finished")) {
+      checksums.insert(line["checksum"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(checksums.size(), 1u);
+}
+
+}  // namespace
+}  // namespace fulcrum::testing

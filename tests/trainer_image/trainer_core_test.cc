@@ -1,0 +1,74 @@
+// The torch-free core of the trainer: sharding by prefix sums, epoch orders, flags.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "trainer_image/trainer/sample_order.h"
+#include "trainer_image/trainer/trainer_flags.h"
+
+namespace fulcrum::trainer {
+namespace {
+
+TEST(ShardForRank, CutsTheStepByPrefixSumsOfThePlan) {
+  const std::vector<int> plan = {3, 5, 8};
+  EXPECT_EQ(ShardForRank(100, plan, 0)->begin, 100);
+  EXPECT_EQ(ShardForRank(100, plan, 0)->end, 103);
+  EXPECT_EQ(ShardForRank(100, plan, 1)->begin, 103);
+  EXPECT_EQ(ShardForRank(100, plan, 1)->end, 108);
+  EXPECT_EQ(ShardForRank(100, plan, 2)->begin, 108);
+  EXPECT_EQ(ShardForRank(100, plan, 2)->end, 116);
+}
+
+TEST(ShardForRank, RejectsARankOutsideThePlan) {
+  const std::vector<int> plan = {3, 5};
+  EXPECT_EQ(ShardForRank(0, plan, 2).error().field, "rank");
+  EXPECT_EQ(ShardForRank(-1, plan, 0).error().field, "cursor");
+}
+
+TEST(SampleOrder, EveryEpochIsAPermutationAndEpochsDiffer) {
+  SampleOrder order(101, 7, true);
+  const std::vector<int64_t> first = order.Indices({0, 101});
+  const std::vector<int64_t> second = order.Indices({101, 202});
+  for (const auto& epoch : {first, second}) {
+    std::vector<int64_t> sorted = epoch;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int64_t> expected(101);
+    std::iota(expected.begin(), expected.end(), 0);
+    EXPECT_EQ(sorted, expected);
+  }
+  EXPECT_NE(first, second);
+}
+
+TEST(SampleOrder, StepsAcrossAnEpochBoundaryAndChangingPlansUseEachSampleOncePerEpoch) {
+  SampleOrder order(50, 3, true);
+  std::vector<int> seen(50, 0);
+  int64_t cursor = 0;
+  const std::vector<std::vector<int>> plans = {{3, 4}, {7}, {1, 2, 5}, {0, 6}};
+  for (int step = 0; cursor < 100; ++step) {
+    const std::vector<int>& plan = plans[static_cast<std::size_t>(step) % plans.size()];
+    for (int rank = 0; rank < static_cast<int>(plan.size()); ++rank) {
+      PositionRange range = *ShardForRank(cursor, plan, rank);
+      range.end = std::min<int64_t>(range.end, 100);
+      for (int64_t index : order.Indices(range)) ++seen[static_cast<std::size_t>(index)];
+    }
+    cursor += std::accumulate(plan.begin(), plan.end(), 0);
+  }
+  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int count) { return count == 2; }));
+}
+
+TEST(TrainerFlags, NamesTheFlagThatIsWrong) {
+  EXPECT_EQ(ParseTrainerFlags({"--world-size", "2", "--rank", "0", "--rendezvous", "h:1"}).error().field,
+            "--batches");
+  EXPECT_EQ(ParseTrainerFlags({"--coordinator", "h:1"}).error().field, "--token-file");
+  EXPECT_EQ(ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t", "--lr", "x"}).error().field,
+            "--lr");
+  EXPECT_EQ(ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t", "--emulated-slowdown", "0.5"})
+                .error().field,
+            "--emulated-slowdown");
+  EXPECT_EQ(ParseTrainerFlags({"--bogus", "1"}).error().field, "--bogus");
+  EXPECT_TRUE(ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t"}).ok());
+}
+
+}  // namespace
+}  // namespace fulcrum::trainer
