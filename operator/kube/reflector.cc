@@ -102,8 +102,9 @@ Status Reflector::ListInto(std::stop_token stop) {
     for (auto& item : page->items) objects.push_back(Cache(std::move(item)));
     options.continue_token = page->continue_token;
   } while (!options.continue_token.empty());
-  sink_.Replace(std::move(objects), version);
+  // Recorded first: whoever sees the sink synced also sees where it is synced to.
   SetLastVersion(version);
+  sink_.Replace(std::move(objects), version);
   std::lock_guard lock(mutex_);
   ++stats_.lists;
   return Ok();
