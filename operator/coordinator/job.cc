@@ -358,8 +358,9 @@ std::vector<std::string> Job::Tick(Clock::time_point now, Outbox& out) {
   }
   const auto connected = std::count_if(members_.begin(), members_.end(),
                                        [](const auto& entry) { return entry.second.connected; });
-  if (pending_since_ && now - *pending_since_ >= config_.settle &&
-      connected >= config_.min_workers) {
+  // min_workers gates only the first generation; later the job goes on with whoever is left.
+  const bool enough = generation_ > 0 ? connected >= 1 : connected >= config_.min_workers;
+  if (pending_since_ && now - *pending_since_ >= config_.settle && enough) {
     FormGeneration(out);
   }
   return silent;

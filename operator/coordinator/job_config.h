@@ -15,7 +15,8 @@ struct JobConfig {
   std::string name;
   std::string token;  // trainers must present it in Hello
   int global_batch = 0;
-  int min_workers = 1;  // generation 1 starts once this many trainers are connected
+  int min_workers = 1;  // generation 1 starts once this many trainers are connected; later
+                        // generations go on with whoever is left
   int max_workers = 0;  // 0: no cap; extra trainers wait as spares
   balancer::PolicyKind policy = balancer::PolicyKind::kOptimal;
   int interval_steps = 10;
