@@ -179,6 +179,7 @@ void Job::FormGeneration(Outbox& out) {
     return;
   }
   ++generation_;
+  waiting_for_min_workers_ = false;
   for (auto& [pod, member] : members_) member.rank = -1;
   ranks_ = pods;
   for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
@@ -358,8 +359,10 @@ std::vector<std::string> Job::Tick(Clock::time_point now, Outbox& out) {
   }
   const auto connected = std::count_if(members_.begin(), members_.end(),
                                        [](const auto& entry) { return entry.second.connected; });
-  // min_workers gates only the first generation; later the job goes on with whoever is left.
-  const bool enough = generation_ > 0 ? connected >= 1 : connected >= config_.min_workers;
+  // min_workers gates a start: the first generation, or the first after every trainer left
+  // (a whole-job restart). In between, the job goes on with whoever is left.
+  if (connected == 0) waiting_for_min_workers_ = true;
+  const bool enough = connected >= (waiting_for_min_workers_ ? config_.min_workers : 1);
   if (pending_since_ && now - *pending_since_ >= config_.settle && enough) {
     FormGeneration(out);
   }

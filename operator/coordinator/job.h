@@ -85,6 +85,7 @@ class Job {
   int accumulation_steps_ = 1;
   std::vector<std::string> controller_members_;
 
+  bool waiting_for_min_workers_ = true;
   std::optional<Clock::time_point> pending_since_;
   std::string pending_reason_;
   bool pending_force_ = false;

@@ -15,8 +15,9 @@ struct JobConfig {
   std::string name;
   std::string token;  // trainers must present it in Hello
   int global_batch = 0;
-  int min_workers = 1;  // generation 1 starts once this many trainers are connected; later
-                        // generations go on with whoever is left
+  // A job starts (generation 1, or again after every trainer left) once this many trainers
+  // are connected; in between it goes on with whoever is left.
+  int min_workers = 1;
   int max_workers = 0;  // 0: no cap; extra trainers wait as spares
   balancer::PolicyKind policy = balancer::PolicyKind::kOptimal;
   int interval_steps = 10;
