@@ -21,8 +21,8 @@ nlohmann::json ReferenceTo(const nlohmann::json& object) {
 }
 
 std::string ReferenceKey(const nlohmann::json& reference) {
-  return reference.value("kind", "") + "/" + reference.value("namespace", "") + "/" + reference.value("name", "") +
-         "/" + reference.value("uid", "");
+  return reference.value("kind", "") + "/" + reference.value("namespace", "") + "/" +
+         reference.value("name", "") + "/" + reference.value("uid", "");
 }
 
 }  // namespace
@@ -42,16 +42,16 @@ EventRecorder::~EventRecorder() {
   changed_.notify_all();
 }
 
-void EventRecorder::Record(const nlohmann::json& regarding, EventType type, std::string reason, std::string action,
-                           std::string note) {
+void EventRecorder::Record(const nlohmann::json& regarding, EventType type, std::string reason,
+                           std::string action, std::string note) {
   if (note.size() > kMaxNoteBytes) note.resize(kMaxNoteBytes);
   std::lock_guard lock(mutex_);
   if (queue_.size() >= options_.max_queued) {
     log_.Warning("event queue full; dropping event", {{"reason", reason}, {"note", note}});
     return;
   }
-  queue_.push_back({ReferenceTo(regarding), type, std::move(reason), std::move(action), std::move(note),
-                    options_.clock->WallNow()});
+  queue_.push_back({ReferenceTo(regarding), type, std::move(reason), std::move(action),
+                    std::move(note), options_.clock->WallNow()});
   changed_.notify_all();
 }
 
@@ -78,7 +78,9 @@ void EventRecorder::Work(std::stop_token stop) {
 
 TokenBucket& EventRecorder::BucketFor(const std::string& object) {
   auto& bucket = buckets_[object];
-  if (!bucket) bucket = std::make_unique<TokenBucket>(options_.qps_per_object, options_.burst_per_object, options_.clock);
+  if (!bucket)
+    bucket = std::make_unique<TokenBucket>(options_.qps_per_object, options_.burst_per_object,
+                                           options_.clock);
   return *bucket;
 }
 
@@ -89,21 +91,28 @@ void EventRecorder::Send(const Pending& pending) {
   const std::string observed = FormatMicroTime(pending.observed);
   const ResourceType events = resources::Events();
   if (!BucketFor(object).TryAccept()) {
-    log_.Info("event rate limit reached; dropping event", {{"object", object}, {"reason", pending.reason}});
+    log_.Info("event rate limit reached; dropping event",
+              {{"object", object}, {"reason", pending.reason}});
     return;
   }
 
   const Clock::TimePoint now = options_.clock->Now();
-  std::erase_if(series_, [&](const auto& entry) { return now - entry.second.first_seen >= options_.series_window; });
-  if (auto found = series_.find(key); found != series_.end() && now - found->second.first_seen < options_.series_window) {
+  std::erase_if(series_, [&](const auto& entry) {
+    return now - entry.second.first_seen >= options_.series_window;
+  });
+  if (auto found = series_.find(key);
+      found != series_.end() && now - found->second.first_seen < options_.series_window) {
     Series& series = found->second;
     ++series.count;
-    const nlohmann::json patch = {{"series", {{"count", series.count}, {"lastObservedTime", observed}}},
-                                  {"note", pending.note}};
-    auto patched = client_->Patch(events, series.event_namespace, series.event_name, PatchType::kMerge, patch);
+    // Only the series changes: an Event's note is immutable, so the first note stands.
+    const nlohmann::json patch = {
+        {"series", {{"count", series.count}, {"lastObservedTime", observed}}}};
+    auto patched =
+        client_->Patch(events, series.event_namespace, series.event_name, PatchType::kMerge, patch);
     if (patched.ok()) return;
     if (patched.error().code != ErrorCode::kNotFound) {
-      log_.Warning("could not update event series", {{"event", series.event_name}, {"error", patched.error().ToString()}});
+      log_.Warning("could not update event series",
+                   {{"event", series.event_name}, {"error", patched.error().ToString()}});
       return;
     }
     series_.erase(found);  // the Event expired (event-ttl): start a new one
@@ -112,9 +121,11 @@ void EventRecorder::Send(const Pending& pending) {
   std::string event_namespace = pending.regarding_reference.value("namespace", "");
   if (event_namespace.empty()) event_namespace = "default";  // cluster-scoped objects
   char suffix[32];
-  std::snprintf(suffix, sizeof suffix, ".%llx",
-                static_cast<unsigned long long>(
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(pending.observed.time_since_epoch()).count()));
+  std::snprintf(
+      suffix, sizeof suffix, ".%llx",
+      static_cast<unsigned long long>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(pending.observed.time_since_epoch())
+              .count()));
   const std::string name = pending.regarding_reference.value("name", "object") + suffix;
   const nlohmann::json event = {{"apiVersion", "events.k8s.io/v1"},
                                 {"kind", "Event"},
@@ -129,7 +140,8 @@ void EventRecorder::Send(const Pending& pending) {
                                 {"regarding", pending.regarding_reference}};
   auto created = client_->Create(events, event_namespace, event);
   if (!created.ok()) {
-    log_.Warning("could not record event", {{"reason", pending.reason}, {"error", created.error().ToString()}});
+    log_.Warning("could not record event",
+                 {{"reason", pending.reason}, {"error", created.error().ToString()}});
     return;
   }
   series_[key] = Series{event_namespace, name, 1, now};

@@ -31,7 +31,7 @@ enum class EventType { kNormal, kWarning };
 
 struct EventRecorderOptions {
   std::string reporting_controller = "fulcrum.dev/operator";  // a qualified name
-  std::string reporting_instance;                              // e.g. the pod name
+  std::string reporting_instance;                             // e.g. the pod name
   // Per regarding object: client-go's spam filter allows a burst of 25, then
   // one event per 5 minutes.
   double qps_per_object = 1.0 / 300.0;
@@ -50,8 +50,8 @@ class EventRecorder {
 
   // `regarding` is the object the event is about (its metadata and kind are used).
   // `note` is truncated to the 1 kB the API allows.
-  void Record(const nlohmann::json& regarding, EventType type, std::string reason, std::string action,
-              std::string note);
+  void Record(const nlohmann::json& regarding, EventType type, std::string reason,
+              std::string action, std::string note);
 
   // Blocks until everything recorded so far has been sent (or dropped).
   void Flush();
@@ -64,7 +64,8 @@ class EventRecorder {
     std::chrono::system_clock::time_point observed;
   };
   // Isomorphic events share a key; the note may differ.
-  using Key = std::tuple<std::string, std::string, std::string, std::string>;  // regarding uid/key, reason, action, type
+  using Key = std::tuple<std::string, std::string, std::string,
+                         std::string>;  // regarding uid/key, reason, action, type
   struct Series {
     std::string event_namespace, event_name;
     int count = 1;

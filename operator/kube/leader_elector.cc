@@ -17,7 +17,8 @@ Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(std::shared_ptr<Api
                                                              LeaderElectionConfig config) {
   if (config.identity.empty()) return InvalidArgument("identity", "must not be empty");
   if (config.lease_name.empty()) return InvalidArgument("lease_name", "must not be empty");
-  if (config.lease_namespace.empty()) return InvalidArgument("lease_namespace", "must not be empty");
+  if (config.lease_namespace.empty())
+    return InvalidArgument("lease_namespace", "must not be empty");
   if (config.retry_period.count() <= 0) return InvalidArgument("retry_period", "must be positive");
   if (config.lease_duration <= config.renew_deadline) {
     return InvalidArgument("lease_duration", "must be greater than renew_deadline");
@@ -69,20 +70,23 @@ bool LeaderElector::TryAcquireOrRenew() {
 
   auto current = client_->Get(leases, config_.lease_namespace, config_.lease_name);
   if (!current.ok() && current.error().code == ErrorCode::kNotFound) {
-    const nlohmann::json lease = {{"apiVersion", "coordination.k8s.io/v1"},
-                                  {"kind", "Lease"},
-                                  {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}},
-                                  {"spec", desired}};
+    const nlohmann::json lease = {
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}},
+        {"spec", desired}};
     auto created = client_->Create(leases, config_.lease_namespace, lease);
     if (!created.ok()) {
-      log_.Info("could not create lease", {{"lease", config_.lease_name}, {"error", created.error().ToString()}});
+      log_.Info("could not create lease",
+                {{"lease", config_.lease_name}, {"error", created.error().ToString()}});
       return false;
     }
     Observe((*created)["spec"]);
     return true;
   }
   if (!current.ok()) {
-    log_.Warning("could not read lease", {{"lease", config_.lease_name}, {"error", current.error().ToString()}});
+    log_.Warning("could not read lease",
+                 {{"lease", config_.lease_name}, {"error", current.error().ToString()}});
     return false;
   }
 
@@ -92,7 +96,8 @@ bool LeaderElector::TryAcquireOrRenew() {
   const bool mine = holder == config_.identity;
   if (!holder.empty() && !mine) {
     std::lock_guard lock(mutex_);
-    const auto record_duration = std::chrono::seconds(spec.value("leaseDurationSeconds", duration_seconds));
+    const auto record_duration =
+        std::chrono::seconds(spec.value("leaseDurationSeconds", duration_seconds));
     if (observed_time_ + record_duration > config_.clock->Now()) return false;  // still held
   }
   const int transitions = spec.value("leaseTransitions", 0);
@@ -109,7 +114,8 @@ bool LeaderElector::TryAcquireOrRenew() {
   auto updated = client_->Update(leases, config_.lease_namespace, updated_lease);
   if (!updated.ok()) {
     if (updated.error().code != ErrorCode::kConflict) {
-      log_.Warning("could not update lease", {{"lease", config_.lease_name}, {"error", updated.error().ToString()}});
+      log_.Warning("could not update lease",
+                   {{"lease", config_.lease_name}, {"error", updated.error().ToString()}});
     }
     return false;
   }
@@ -132,7 +138,8 @@ void LeaderElector::Release() {
   if (updated.ok()) {
     log_.Info("released lease", {{"lease", config_.lease_name}, {"identity", config_.identity}});
   } else {
-    log_.Warning("could not release lease", {{"lease", config_.lease_name}, {"error", updated.error().ToString()}});
+    log_.Warning("could not release lease",
+                 {{"lease", config_.lease_name}, {"error", updated.error().ToString()}});
   }
 }
 

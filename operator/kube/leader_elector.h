@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <stop_token>
 #include <string>
 
@@ -71,7 +72,8 @@ class LeaderElector {
   std::mt19937_64 random_;
 
   mutable std::mutex mutex_;
-  nlohmann::json observed_spec_;  // the lease spec as last read or written
+  nlohmann::json observed_spec_ =
+      nlohmann::json::object();  // the lease spec as last read or written
   std::string observed_resource_version_;
   Clock::TimePoint observed_time_{};
   bool leading_ = false;

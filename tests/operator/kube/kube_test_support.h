@@ -16,7 +16,8 @@
 
 namespace fulcrum::kube::testing {
 
-inline std::shared_ptr<ApiClient> ClientFor(const std::string& kubeconfig, RestOptions options = {}) {
+inline std::shared_ptr<ApiClient> ClientFor(const std::string& kubeconfig,
+                                            RestOptions options = {}) {
   auto config = LoadKubeconfig(kubeconfig);
   EXPECT_TRUE(config.ok()) << config.error().ToString();
   if (!config.ok()) return nullptr;
@@ -34,8 +35,9 @@ inline std::shared_ptr<ApiClient> AdminClient(RestOptions options = {}) {
 
 // Creates namespace `name` for one test.
 inline void CreateNamespace(ApiClient& client, const std::string& name) {
-  auto created = client.Create(resources::Namespaces(), "",
-                               {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
+  auto created =
+      client.Create(resources::Namespaces(), "",
+                    {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
   ASSERT_TRUE(created.ok()) << created.error().ToString();
 }
 

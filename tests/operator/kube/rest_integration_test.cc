@@ -87,8 +87,9 @@ TEST(KubeRest, CrudOnConfigMapsWithTypedErrors) {
   ASSERT_TRUE(merged.ok()) << merged.error().ToString();
   EXPECT_EQ((*merged)["data"], (nlohmann::json{{"k", "v2"}, {"m", "x"}}));
 
-  auto json_patched = client->Patch(cms, "rest-crud", "one", PatchType::kJson,
-                                    nlohmann::json::array({{{"op", "remove"}, {"path", "/data/m"}}}));
+  auto json_patched =
+      client->Patch(cms, "rest-crud", "one", PatchType::kJson,
+                    nlohmann::json::array({{{"op", "remove"}, {"path", "/data/m"}}}));
   ASSERT_TRUE(json_patched.ok()) << json_patched.error().ToString();
   EXPECT_FALSE((*json_patched)["data"].contains("m"));
 
@@ -118,7 +119,8 @@ TEST(KubeRest, CrudOnConfigMapsWithTypedErrors) {
 
 TEST(KubeRest, InvalidObjectNamesTheField) {
   auto client = AdminClient();
-  auto invalid = client->Create(resources::ConfigMaps(), "default", ConfigMap("default", "Not_A_DNS_Name"));
+  auto invalid =
+      client->Create(resources::ConfigMaps(), "default", ConfigMap("default", "Not_A_DNS_Name"));
   ASSERT_FALSE(invalid.ok());
   EXPECT_EQ(invalid.error().code, ErrorCode::kInvalidArgument) << invalid.error().ToString();
   EXPECT_EQ(invalid.error().field, "metadata.name") << invalid.error().ToString();
@@ -135,7 +137,8 @@ TEST(KubeRest, ServerSideApplyTracksFieldManagersAndReportsConflicts) {
   auto first = client->Apply(cms, "rest-ssa", desired, "alpha");
   ASSERT_TRUE(first.ok()) << first.error().ToString();
   std::set<std::string> managers;
-  for (const auto& entry : (*first)["metadata"]["managedFields"]) managers.insert(entry.value("manager", ""));
+  for (const auto& entry : (*first)["metadata"]["managedFields"])
+    managers.insert(entry.value("manager", ""));
   EXPECT_TRUE(managers.contains("alpha"));
 
   // Applying is idempotent.
@@ -187,11 +190,13 @@ TEST(KubeRest, CustomResourceCrudStatusSubresourceAndSchemaValidation) {
                                        {"kind", "Widget"},
                                        {"metadata", {{"name", "w1"}, {"namespace", "rest-cr"}}},
                                        {"status", {{"phase", "Done"}}}};
-  auto applied = client->Apply(kWidgets, "rest-cr", status_apply, "widget-controller", true, "status");
+  auto applied =
+      client->Apply(kWidgets, "rest-cr", status_apply, "widget-controller", true, "status");
   ASSERT_TRUE(applied.ok()) << applied.error().ToString();
   EXPECT_EQ((*applied)["status"]["phase"], "Done");
 
-  auto patched = client->Patch(kWidgets, "rest-cr", "w1", PatchType::kMerge, {{"spec", {{"color", "blue"}}}});
+  auto patched =
+      client->Patch(kWidgets, "rest-cr", "w1", PatchType::kMerge, {{"spec", {{"color", "blue"}}}});
   ASSERT_TRUE(patched.ok()) << patched.error().ToString();
   EXPECT_EQ((*patched)["spec"]["color"], "blue");
   EXPECT_EQ((*patched)["status"]["phase"], "Done");
@@ -258,8 +263,10 @@ TEST(KubeRest, ClientSideRateLimitSpacesRequests) {
   options.burst = 1;
   auto client = testing::ClientFor(fulcrum::testing::Cluster().kubeconfig(), options);
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < 11; ++i) ASSERT_TRUE(client->Get(resources::Namespaces(), "", "default").ok());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int i = 0; i < 11; ++i)
+    ASSERT_TRUE(client->Get(resources::Namespaces(), "", "default").ok());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("11 requests at qps=5 burst=1 took %.2fs\n", seconds);
   // A lower bound only: the limiter cannot make requests faster, a slow machine only slower.
   EXPECT_GE(seconds, 1.9);
@@ -270,7 +277,8 @@ TEST(KubeRest, RequestTimeoutIsDeadlineExceeded) {
   options.request_timeout = std::chrono::milliseconds(1500);
   auto client = testing::ClientFor(fulcrum::testing::Cluster().kubeconfig(), options);
   // A watch held open by the server for 20s, read as an ordinary request.
-  auto held = client->rest().Do({"GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=20", "", ""});
+  auto held = client->rest().Do(
+      {"GET", "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=20", "", ""});
   ASSERT_FALSE(held.ok());
   EXPECT_EQ(held.error().code, ErrorCode::kDeadlineExceeded) << held.error().ToString();
 }
@@ -288,7 +296,8 @@ TEST(KubeRest, UnauthorizedAndForbiddenAreTyped) {
   ASSERT_TRUE(rest.ok());
   auto unauthorized = (*rest)->Get("/api/v1/namespaces");
   ASSERT_FALSE(unauthorized.ok());
-  EXPECT_EQ(unauthorized.error().code, ErrorCode::kUnauthenticated) << unauthorized.error().ToString();
+  EXPECT_EQ(unauthorized.error().code, ErrorCode::kUnauthenticated)
+      << unauthorized.error().ToString();
 }
 
 }  // namespace

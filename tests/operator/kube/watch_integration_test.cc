@@ -72,14 +72,16 @@ void SetCounter(ApiClient& client, const std::string& ns, const std::string& nam
 }
 
 // The informer's cache and a fresh list agree on every key and version.
-void ExpectCacheEqualsFreshList(ApiClient& client, const Informer& informer, const std::string& ns) {
+void ExpectCacheEqualsFreshList(ApiClient& client, const Informer& informer,
+                                const std::string& ns) {
   auto listed = client.List(resources::ConfigMaps(), ns);
   ASSERT_TRUE(listed.ok()) << listed.error().ToString();
   std::map<std::string, std::string> expected;
   for (const auto& item : listed->items) expected[ObjectKey(item)] = ResourceVersionOf(item);
   const bool equal = WaitFor([&] {
     std::map<std::string, std::string> cached;
-    for (const auto& object : informer.store().List()) cached[object.key()] = object.resource_version();
+    for (const auto& object : informer.store().List())
+      cached[object.key()] = object.resource_version();
     return cached == expected;
   });
   EXPECT_TRUE(equal) << "informer cache differs from a fresh list of " << ns;
@@ -92,22 +94,27 @@ void Component(const std::string& action, const std::string& component) {
 }
 
 void WaitForApiServer(ApiClient& client) {
-  const bool ready = WaitFor([&] { return client.rest().Do({"GET", "/readyz", "", ""}).ok(); },
-                             std::chrono::seconds(180));
+  const bool ready = WaitFor(
+      [&] {
+        return client.rest().Do({"GET", "/readyz", "", ""}).ok();
+      },
+      std::chrono::seconds(180));
   ASSERT_TRUE(ready) << "kube-apiserver did not become ready again";
 }
 
 // etcd's JSON gateway: the current revision, a write, a compaction.
 nlohmann::json Etcd(const std::string& path, const nlohmann::json& body) {
-  const auto result = RunShell("curl -fsS -X POST " + ShellQuote(Cluster().Get("FULCRUM_ETCD") + path) +
-                               " -d " + ShellQuote(body.dump()));
+  const auto result =
+      RunShell("curl -fsS -X POST " + ShellQuote(Cluster().Get("FULCRUM_ETCD") + path) + " -d " +
+               ShellQuote(body.dump()));
   EXPECT_EQ(result.exit_code, 0) << result.output;
   return nlohmann::json::parse(result.output, nullptr, false);
 }
 
 std::vector<std::string> CounterHistory(const std::string& name, int from, int to) {
   std::vector<std::string> lines;
-  for (int v = from; v <= to; ++v) lines.push_back(std::string(v == 0 ? "ADD " : "UPDATE ") + name + " " + std::to_string(v));
+  for (int v = from; v <= to; ++v)
+    lines.push_back(std::string(v == 0 ? "ADD " : "UPDATE ") + name + " " + std::to_string(v));
   return lines;
 }
 
@@ -123,8 +130,9 @@ TEST(KubeWatch, EveryChangeOnceInOrderAcrossStreamTimeouts) {
   ASSERT_TRUE(informer.WaitForSync(std::chrono::seconds(60)));
   const std::size_t initial = log.size();
 
-  ASSERT_TRUE(client->Create(resources::ConfigMaps(), "watch-timeout",
-                             ConfigMap("watch-timeout", "counter", {{"v", "0"}}))
+  ASSERT_TRUE(client
+                  ->Create(resources::ConfigMaps(), "watch-timeout",
+                           ConfigMap("watch-timeout", "counter", {{"v", "0"}}))
                   .ok());
   constexpr int kUpdates = 8;
   for (int v = 1; v <= kUpdates; ++v) {
@@ -143,7 +151,8 @@ TEST(KubeWatch, EveryChangeOnceInOrderAcrossStreamTimeouts) {
   seen.erase(seen.begin(), seen.begin() + static_cast<long>(initial));
   EXPECT_EQ(seen, expected);
   const ReflectorStats stats = informer.reflector().stats();
-  std::printf("stream ends: %d, watches: %d, lists: %d\n", stats.stream_ends, stats.watches, stats.lists);
+  std::printf("stream ends: %d, watches: %d, lists: %d\n", stats.stream_ends, stats.watches,
+              stats.lists);
   EXPECT_GE(stats.stream_ends, kUpdates / 2);
   EXPECT_EQ(stats.lists, 1) << "a normal stream end resumes; it must not re-list";
   ExpectCacheEqualsFreshList(*client, informer, "watch-timeout");
@@ -166,8 +175,9 @@ TEST(KubeWatch, BookmarksAdvanceTheResourceVersionWithoutEvents) {
   CreateNamespace(*client, "watch-bookmark-elsewhere");
   int written = 0;
   const bool bookmarked = WaitFor([&] {
-    (void)client->Create(resources::ConfigMaps(), "watch-bookmark-elsewhere",
-                         ConfigMap("watch-bookmark-elsewhere", "noise-" + std::to_string(written++)));
+    (void)client->Create(
+        resources::ConfigMaps(), "watch-bookmark-elsewhere",
+        ConfigMap("watch-bookmark-elsewhere", "noise-" + std::to_string(written++)));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     return informer.reflector().stats().bookmarks > 0 &&
            informer.reflector().LastSyncResourceVersion() != synced_at;
@@ -192,8 +202,10 @@ void RunRestartScenario(const std::string& ns, bool compact) {
   ASSERT_TRUE(informer.WaitForSync(std::chrono::seconds(60)));
   const std::size_t initial = log.size();
 
-  ASSERT_TRUE(client->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "counter", {{"v", "0"}})).ok());
-  ASSERT_TRUE(client->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "doomed", {{"v", "0"}})).ok());
+  ASSERT_TRUE(
+      client->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "counter", {{"v", "0"}})).ok());
+  ASSERT_TRUE(
+      client->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "doomed", {{"v", "0"}})).ok());
   for (int v = 1; v <= 3; ++v) SetCounter(*client, ns, "counter", v);
   ASSERT_TRUE(WaitFor([&] { return log.size() >= initial + 5; }));
   const std::string before_restart = informer.reflector().LastSyncResourceVersion();
@@ -219,12 +231,14 @@ void RunRestartScenario(const std::string& ns, bool compact) {
     if (watch.ok()) first = (*watch)->Next();
     const Error error = !watch.ok() ? watch.error() : first.ok() ? Error{} : first.error();
     EXPECT_EQ(error.code, ErrorCode::kExpired) << error.ToString();
-    std::printf("watch from %s after compaction: %s\n", before_restart.c_str(), error.ToString().c_str());
+    std::printf("watch from %s after compaction: %s\n", before_restart.c_str(),
+                error.ToString().c_str());
   }
 
   for (int v = 4; v <= 6; ++v) SetCounter(*client, ns, "counter", v);
   ASSERT_TRUE(client->Delete(resources::ConfigMaps(), ns, "doomed").ok());
-  ASSERT_TRUE(client->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "late", {{"v", "0"}})).ok());
+  ASSERT_TRUE(
+      client->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "late", {{"v", "0"}})).ok());
   ASSERT_TRUE(WaitFor([&] { return log.size() >= initial + 10; }, std::chrono::seconds(120)));
   std::this_thread::sleep_for(std::chrono::seconds(1));  // would expose a late duplicate
 
@@ -257,7 +271,8 @@ TEST(KubeWatch, EveryChangeOnceInOrderAcrossForced410FromEtcdCompaction) {
 TEST(KubeInformer, IndexesAndLateHandlersSeeTheCache) {
   auto client = AdminClient();
   CreateNamespace(*client, "informer-index");
-  auto owner = client->Create(resources::ConfigMaps(), "informer-index", ConfigMap("informer-index", "owner"));
+  auto owner = client->Create(resources::ConfigMaps(), "informer-index",
+                              ConfigMap("informer-index", "owner"));
   ASSERT_TRUE(owner.ok());
   nlohmann::json owned = ConfigMap("informer-index", "owned", {}, {{"tier", "gpu"}});
   owned["metadata"]["ownerReferences"] = {
@@ -290,7 +305,10 @@ TEST(KubeInformer, IndexesAndLateHandlersSeeTheCache) {
 TEST(KubeInformer, PeriodicResyncRedeliversCachedObjects) {
   auto client = AdminClient();
   CreateNamespace(*client, "informer-resync");
-  ASSERT_TRUE(client->Create(resources::ConfigMaps(), "informer-resync", ConfigMap("informer-resync", "steady")).ok());
+  ASSERT_TRUE(client
+                  ->Create(resources::ConfigMaps(), "informer-resync",
+                           ConfigMap("informer-resync", "steady"))
+                  .ok());
   InformerOptions options = FastRetryOptions("informer-resync");
   options.resync_period = std::chrono::milliseconds(500);
   Informer informer(client, resources::ConfigMaps(), options);
