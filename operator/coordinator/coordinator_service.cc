@@ -258,7 +258,8 @@ grpc::Status CoordinatorService::Session(
         stream) {
   fulcrum::v1::TrainerMessage message;
   if (!stream->Read(&message)) {
-    return {grpc::StatusCode::INVALID_ARGUMENT, "the stream ended before a Hello"};
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "no Hello: the stream ended, or its first message was not a valid TrainerMessage"};
   }
   auto outlet = std::make_shared<Outlet>(context, stream);
   Result<SessionKey> key = Open(message, outlet);

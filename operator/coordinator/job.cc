@@ -104,7 +104,7 @@ void Job::Disconnect(std::string_view pod, Clock::time_point now) {
 }
 
 void Job::ScheduleGeneration(Clock::time_point now, std::string reason, bool force) {
-  if (!pending_since_) pending_since_ = now;
+  pending_since_ = now;  // settle counts from the latest event, folding a burst into one
   pending_reason_ += (pending_reason_.empty() ? "" : "; ") + reason;
   pending_force_ = pending_force_ || force;
 }

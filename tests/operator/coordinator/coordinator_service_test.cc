@@ -1,0 +1,232 @@
+// The coordinator's gRPC service in-process on loopback: membership over real streams, and
+// every kind of bad input answered with a status that says why, while other trainers go on.
+#include <gtest/gtest.h>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include "operator/coordinator/coordinator_service.h"
+
+namespace fulcrum::coordinator {
+namespace {
+
+using fulcrum::v1::CoordinatorMessage;
+using fulcrum::v1::TrainerMessage;
+
+constexpr const char* kToken = "job-secret-123";
+
+class Trainer {
+ public:
+  Trainer(const std::shared_ptr<grpc::Channel>& channel)
+      : stub_(fulcrum::v1::Coordinator::NewStub(channel)) {
+    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    stream_ = stub_->Session(&context_);
+  }
+  bool Send(const TrainerMessage& message) { return stream_->Write(message); }
+  bool Hello(const std::string& pod, const std::string& job = "demo", const std::string& token = kToken) {
+    TrainerMessage message;
+    fulcrum::v1::Hello& hello = *message.mutable_hello();
+    hello.set_job(job);
+    hello.set_pod(pod);
+    hello.set_token(token);
+    hello.set_store_address("127.0.0.1:" + std::to_string(1000 + pod.size()));
+    return Send(message);
+  }
+  // The next Assignment (skipping Controls); nullopt when the stream ends.
+  std::optional<fulcrum::v1::Assignment> NextAssignment() {
+    CoordinatorMessage message;
+    while (stream_->Read(&message)) {
+      if (message.has_assignment()) return message.assignment();
+    }
+    return std::nullopt;
+  }
+  grpc::Status Finish() {
+    stream_->WritesDone();
+    CoordinatorMessage ignored;
+    while (stream_->Read(&ignored)) {
+    }
+    return stream_->Finish();
+  }
+
+ private:
+  std::unique_ptr<fulcrum::v1::Coordinator::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<TrainerMessage, CoordinatorMessage>> stream_;
+};
+
+class CoordinatorServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = CoordinatorServer::Start("127.0.0.1:0");
+    ASSERT_TRUE(server.ok());
+    server_ = std::move(*server);
+    JobConfig job;
+    job.name = "demo";
+    job.token = kToken;
+    job.global_batch = 32;
+    job.min_workers = 1;
+    job.settle = std::chrono::milliseconds(50);
+    ASSERT_TRUE(server_->service().AddJob(job).ok());
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                   grpc::InsecureChannelCredentials());
+  }
+
+  std::unique_ptr<CoordinatorServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+TEST_F(CoordinatorServiceTest, GenerationsHaveDenseRanksAndRank0sRendezvous) {
+  Trainer first(channel_);
+  ASSERT_TRUE(first.Hello("a"));
+  auto assignment = first.NextAssignment();
+  ASSERT_TRUE(assignment);
+  EXPECT_EQ(assignment->generation(), 1);
+  EXPECT_EQ(assignment->world_size(), 1);
+  EXPECT_EQ(assignment->batches_size(), 1);
+  EXPECT_EQ(assignment->batches(0), 32);
+
+  Trainer second(channel_);
+  ASSERT_TRUE(second.Hello("bb"));
+  auto to_first = first.NextAssignment();
+  auto to_second = second.NextAssignment();
+  ASSERT_TRUE(to_first && to_second);
+  EXPECT_EQ(to_first->generation(), 2);
+  EXPECT_EQ(to_second->generation(), 2);
+  EXPECT_EQ(to_first->rank(), 0);
+  EXPECT_EQ(to_second->rank(), 1);
+  EXPECT_EQ(to_second->rendezvous_address(), "127.0.0.1:1001");  // a's store
+  EXPECT_EQ(to_first->batches(0) + to_first->batches(1), 32);
+
+  const auto jobs = server_->service().Snapshot();
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].generation, 2);
+  EXPECT_EQ(jobs[0].members.size(), 2u);
+}
+
+TEST_F(CoordinatorServiceTest, WrongTokenIsUnauthenticated) {
+  Trainer trainer(channel_);
+  trainer.Hello("a", "demo", "not-the-token");
+  const grpc::Status status = trainer.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(status.error_message().find("wrong token"), std::string::npos) << status.error_message();
+}
+
+TEST_F(CoordinatorServiceTest, UnknownJobIsNotFound) {
+  Trainer trainer(channel_);
+  trainer.Hello("a", "no-such-job");
+  const grpc::Status status = trainer.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(status.error_message().find("no-such-job"), std::string::npos) << status.error_message();
+}
+
+TEST_F(CoordinatorServiceTest, FirstMessageMustBeAHello) {
+  Trainer trainer(channel_);
+  TrainerMessage report;
+  report.mutable_step_report()->set_step(1);
+  trainer.Send(report);
+  const grpc::Status status = trainer.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("Hello"), std::string::npos) << status.error_message();
+}
+
+TEST_F(CoordinatorServiceTest, MalformedFieldsAreNamed) {
+  {
+    Trainer trainer(channel_);
+    TrainerMessage message;
+    message.mutable_hello()->set_job("demo");
+    message.mutable_hello()->set_token(kToken);
+    message.mutable_hello()->set_store_address("127.0.0.1:1");
+    trainer.Send(message);  // no pod
+    const grpc::Status status = trainer.Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("hello.pod"), std::string::npos) << status.error_message();
+  }
+  {
+    Trainer trainer(channel_);
+    trainer.Hello("a");
+    ASSERT_TRUE(trainer.NextAssignment());
+    TrainerMessage report;
+    report.mutable_step_report()->set_generation(1);
+    report.mutable_step_report()->set_compute_seconds(-1.0);
+    trainer.Send(report);
+    const grpc::Status status = trainer.Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("step_report.compute_seconds"), std::string::npos)
+        << status.error_message();
+  }
+  {
+    Trainer trainer(channel_);
+    trainer.Hello("b");
+    ASSERT_TRUE(trainer.NextAssignment());
+    trainer.Send(TrainerMessage());  // no body
+    const grpc::Status status = trainer.Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("body"), std::string::npos) << status.error_message();
+  }
+}
+
+TEST_F(CoordinatorServiceTest, BytesThatAreNotATrainerMessageAreRejected) {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> raw(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel_.get(),
+          grpc::internal::RpcMethod("/fulcrum.v1.Coordinator/Session",
+                                    grpc::internal::RpcMethod::BIDI_STREAMING),
+          &context));
+  const std::string garbage = "\x0a\xff\xff\xff\xff\x0f not protobuf";
+  grpc::Slice slice(garbage);
+  grpc::ByteBuffer buffer(&slice, 1);
+  raw->Write(buffer);
+  raw->WritesDone();
+  grpc::ByteBuffer ignored;
+  while (raw->Read(&ignored)) {
+  }
+  const grpc::Status status = raw->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("not a valid TrainerMessage"), std::string::npos)
+      << status.error_message();
+}
+
+TEST_F(CoordinatorServiceTest, OversizedMessageIsResourceExhausted) {
+  Trainer trainer(channel_);
+  TrainerMessage message;
+  message.mutable_hello()->set_job("demo");
+  message.mutable_hello()->set_pod(std::string(100 * 1024, 'x'));
+  trainer.Send(message);
+  const grpc::Status status = trainer.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+}
+
+TEST_F(CoordinatorServiceTest, StaleGenerationIsRejectedWhileOthersKeepBeingServed) {
+  Trainer a(channel_);
+  a.Hello("a");
+  ASSERT_EQ(a.NextAssignment()->generation(), 1);
+  Trainer b(channel_);
+  b.Hello("bb");
+  ASSERT_EQ(a.NextAssignment()->generation(), 2);
+  ASSERT_EQ(b.NextAssignment()->generation(), 2);
+  Trainer c(channel_);
+  c.Hello("ccc");
+  ASSERT_EQ(a.NextAssignment()->generation(), 3);
+  ASSERT_EQ(b.NextAssignment()->generation(), 3);
+  ASSERT_EQ(c.NextAssignment()->generation(), 3);
+
+  TrainerMessage stale;
+  stale.mutable_step_report()->set_generation(1);
+  stale.mutable_step_report()->set_step(5);
+  a.Send(stale);
+  const grpc::Status status = a.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("stale generation 1"), std::string::npos) << status.error_message();
+
+  // The others are still served: a's departure forms generation 4 for b and c.
+  auto to_b = b.NextAssignment();
+  auto to_c = c.NextAssignment();
+  ASSERT_TRUE(to_b && to_c);
+  EXPECT_EQ(to_b->generation(), 4);
+  EXPECT_EQ(to_b->world_size(), 2);
+  EXPECT_EQ(to_c->rank(), 1);
+}
+
+}  // namespace
+}  // namespace fulcrum::coordinator

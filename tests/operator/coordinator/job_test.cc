@@ -1,0 +1,178 @@
+// The per-job state machine with a hand-driven clock: membership, generations, timeouts,
+// reports feeding the balancer, and assignments that arrive ahead of the step they apply at.
+#include <gtest/gtest.h>
+
+#include "operator/coordinator/job.h"
+#include "operator/coordinator/token_file.h"
+
+namespace fulcrum::coordinator {
+namespace {
+
+using namespace std::chrono_literals;
+
+fulcrum::v1::Hello HelloFrom(const std::string& pod) {
+  fulcrum::v1::Hello hello;
+  hello.set_job("demo");
+  hello.set_pod(pod);
+  hello.set_store_address(pod + ":29500");
+  return hello;
+}
+
+class JobTest : public ::testing::Test {
+ protected:
+  JobTest() {
+    JobConfig config;
+    config.name = "demo";
+    config.token = "secret-token";
+    config.global_batch = 30;
+    config.min_workers = 2;
+    config.settle = 100ms;
+    config.leave_timeout = 1s;
+    config.heartbeat_timeout = 5s;
+    config.min_apply_lead_steps = 3;
+    config.apply_lead_seconds = 0.0;
+    job_ = std::make_unique<Job>(Job::Create(config).value());
+  }
+  Outbox Tick(Clock::duration advance) {
+    now_ += advance;
+    Outbox out;
+    job_->Tick(now_, out);
+    return out;
+  }
+  Outbox Join(const std::string& pod) {
+    Outbox out;
+    EXPECT_TRUE(job_->Join(HelloFrom(pod), now_, out).ok());
+    return out;
+  }
+  Status Report(const std::string& pod, int64_t generation, int64_t step, int batch, double seconds,
+                Outbox& out) {
+    fulcrum::v1::StepReport report;
+    report.set_generation(generation);
+    report.set_step(step);
+    report.set_local_batch(batch);
+    report.set_compute_seconds(seconds);
+    report.set_step_seconds(seconds);
+    return job_->Report(pod, report, now_, out);
+  }
+
+  std::unique_ptr<Job> job_;
+  Clock::time_point now_ = Clock::time_point() + 1h;
+};
+
+TEST_F(JobTest, WaitsForMinWorkersThenFormsGenerationOneWithDenseRanks) {
+  Join("a");
+  EXPECT_TRUE(Tick(1s).empty());  // one of two
+  Join("b");
+  EXPECT_TRUE(Tick(50ms).empty());  // settling
+  const Outbox out = Tick(100ms);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].pod, "a");
+  EXPECT_EQ(out[0].message.assignment().rank(), 0);
+  EXPECT_EQ(out[1].message.assignment().rank(), 1);
+  EXPECT_EQ(out[1].message.assignment().world_size(), 2);
+  EXPECT_EQ(out[1].message.assignment().rendezvous_address(), "a:29500");
+  EXPECT_EQ(out[1].message.assignment().generation(), 1);
+  EXPECT_EQ(out[0].message.assignment().batches(0) + out[0].message.assignment().batches(1), 30);
+}
+
+TEST_F(JobTest, AClosedStreamLeavesAfterTheTimeoutAndTheRestFormANewGeneration) {
+  Join("a");
+  Join("b");
+  Join("c");
+  Tick(200ms);
+  job_->Disconnect("c", now_);
+  EXPECT_TRUE(Tick(500ms).empty());  // may still reconnect
+  Tick(600ms);                        // left; generation pending
+  const Outbox out = Tick(200ms);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].message.assignment().generation(), 2);
+  EXPECT_EQ(out[0].message.assignment().world_size(), 2);
+  EXPECT_EQ(job_->Snapshot().members.size(), 2u);
+}
+
+TEST_F(JobTest, ASilentTrainerIsRemovedAfterTheHeartbeatTimeout) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  fulcrum::v1::Heartbeat heartbeat;
+  heartbeat.set_generation(1);
+  std::vector<std::string> silent;
+  for (int i = 0; i < 10 && silent.empty(); ++i) {
+    now_ += 1s;
+    ASSERT_TRUE(job_->Heartbeat("a", heartbeat, now_).ok());
+    Outbox out;
+    silent = job_->Tick(now_, out);
+  }
+  EXPECT_EQ(silent, std::vector<std::string>{"b"});
+  const Outbox out = Tick(200ms);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].pod, "a");
+  EXPECT_EQ(out[0].message.assignment().generation(), 2);
+}
+
+TEST_F(JobTest, ReportsOfAStaleGenerationAreRefusedAndOfTheLastOneIgnored) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  Join("c");
+  Tick(200ms);  // generation 2
+  Join("d");
+  Tick(200ms);  // generation 3
+  Outbox out;
+  const Status stale = Report("a", 1, 0, 10, 0.1, out);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(stale.error().field, "step_report.generation");
+  EXPECT_TRUE(Report("a", 2, 0, 10, 0.1, out).ok());  // in flight when generation 3 began
+  const Status future = Report("a", 9, 0, 10, 0.1, out);
+  EXPECT_EQ(future.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST_F(JobTest, NewBatchesApplyAtLeastTheLeadAfterTheCompletedStep) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  // a is 3x slower per sample: once fitted, the plan moves samples to b.
+  int64_t last_apply = -1;
+  for (int64_t step = 0; step < 60; ++step) {
+    Outbox out;
+    const auto plan = job_->Snapshot().plan;
+    ASSERT_TRUE(Report("a", 1, step, plan[0], 0.001 + 0.003 * plan[0], out).ok());
+    ASSERT_TRUE(Report("b", 1, step, plan[1], 0.001 + 0.001 * plan[1], out).ok());
+    for (const Outgoing& message : out) {
+      const auto& assignment = message.message.assignment();
+      EXPECT_GE(assignment.apply_at_step(), step + 3);
+      EXPECT_EQ(assignment.generation(), 1);
+      last_apply = assignment.apply_at_step();
+    }
+  }
+  EXPECT_GT(last_apply, 0);
+  const JobSnapshot snapshot = job_->Snapshot();
+  EXPECT_LT(snapshot.plan[0], snapshot.plan[1]);
+  EXPECT_GT(snapshot.ideal_samples_per_second, 0.0);
+  EXPECT_GE(snapshot.plan_changes, 1);
+}
+
+TEST(TokenFile, ParsesJobTokenPairsAndNamesTheBadLine) {
+  auto tokens = ParseTokenFile("# comment\njob-a token-aaaaaaaa\n\njob-b token-bbbbbbbb\n");
+  ASSERT_TRUE(tokens.ok());
+  EXPECT_EQ(tokens->at("job-b"), "token-bbbbbbbb");
+  EXPECT_EQ(ParseTokenFile("job-a\n").error().field, "line 1");
+  EXPECT_EQ(ParseTokenFile("job-a short\n").error().field, "line 1");
+  EXPECT_EQ(ParseTokenFile("a token-aaaaaaaa\na token-bbbbbbbb\n").error().field, "line 2");
+}
+
+TEST(JobConfig, NamesTheBadField) {
+  JobConfig config;
+  config.name = "demo";
+  config.token = "secret-token";
+  config.global_batch = 0;
+  EXPECT_EQ(ValidateJobConfig(config).error().field, "global_batch");
+  config.global_batch = 8;
+  config.max_workers = 1;
+  config.min_workers = 2;
+  EXPECT_EQ(ValidateJobConfig(config).error().field, "max_workers");
+}
+
+}  // namespace
+}  // namespace fulcrum::coordinator
