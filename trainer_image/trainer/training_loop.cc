@@ -92,6 +92,11 @@ class Trainer {
   bool checkpoint_requested_ = false;
   int rank_ = 0;
   double last_loss_ = std::numeric_limits<double>::quiet_NaN();
+  struct {
+    int64_t samples = 0;
+    double step_seconds = 0.0;
+    double coordinator_seconds = 0.0;  // time the step spent talking to the coordinator
+  } totals_;
 };
 
 Status Trainer::Init() {
@@ -219,7 +224,9 @@ void Trainer::WriteCheckpointNow(const char* why) {
 void Trainer::LogFinished(const char* why) {
   log::Info("trainer", job(), "finished",
             {{"why", why}, {"step", progress_.step}, {"cursor", progress_.cursor},
-             {"checksum", Checksum(parameters_)}, {"loss", last_loss_}, {"pid", static_cast<int>(getpid())}});
+             {"checksum", Checksum(parameters_)}, {"loss", last_loss_}, {"pid", static_cast<int>(getpid())},
+             {"samples", totals_.samples}, {"step_seconds_total", totals_.step_seconds},
+             {"coordinator_seconds_total", totals_.coordinator_seconds}});
 }
 
 int Trainer::Run() {
@@ -383,12 +390,14 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   control[ControlLayout::kLossSum] = loss_sum;
   control[ControlLayout::kLeave] = WantsToLeave(base.generation()) ? 1.0 : 0.0;
   control[ControlLayout::kCheckpoint] = checkpoint_requested_ ? 1.0 : 0.0;
+  const auto plan_lookup_start = SteadyClock::now();
   if (rank_ == 0) {
     const fulcrum::v1::Assignment next = membership_->PlanAt(base, progress_.step + 1);
     const fulcrum::v1::Assignment& chosen = next.batches_size() == world ? next : plan;
     control[ControlLayout::kAccumulation] = std::max(1, chosen.accumulation_steps());
     for (int r = 0; r < world; ++r) control[ControlLayout::kPlan + static_cast<std::size_t>(r)] = chosen.batches(r);
   }
+  double coordinator_seconds = SecondsSince(plan_lookup_start);
 
   const auto communication_start = SteadyClock::now();
   const auto bucket = static_cast<std::size_t>(flags_.bucket_elements);
@@ -428,6 +437,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   if (sample_log_.is_open()) {
     sample_log_ << nlohmann::json{{"step", step}, {"generation", base.generation()}, {"rank", rank_},
                                   {"batches", batches}, {"positions", {range->begin, range->end}},
+                                  {"step_seconds", step_seconds}, {"compute_seconds", compute_seconds},
                                   {"indices", indices}}.dump()
                 << "\n";
     sample_log_.flush();
@@ -441,8 +451,13 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   report.set_peak_memory(PeakResidentBytes());
   report.set_loss(local_batch > 0 ? loss_sum / local_batch : 0.0);
   report.set_step_seconds(step_seconds);
+  const auto report_start = SteadyClock::now();
   membership_->Report(report);
   membership_->SetProgress(base.generation(), progress_.step);
+  coordinator_seconds += SecondsSince(report_start);
+  totals_.coordinator_seconds += coordinator_seconds;
+  totals_.step_seconds += step_seconds;
+  totals_.samples += local_batch;
   metrics_->ObserveStep(step_seconds, local_batch, last_loss_, base.generation(), progress_.step);
 
   std::vector<int> next(world);
@@ -460,6 +475,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
               {{"step", step}, {"generation", base.generation()}, {"rank", rank_}, {"local_batch", local_batch},
                {"global_batch", global_batch}, {"loss", last_loss_}, {"compute_seconds", compute_seconds},
                {"comm_seconds", comm_seconds}, {"step_seconds", step_seconds},
+               {"coordinator_seconds", coordinator_seconds},
                {"samples_per_second", step_seconds > 0 ? global_batch / step_seconds : 0.0}});
   }
   const bool periodic = flags_.checkpoint_every > 0 && progress_.step % flags_.checkpoint_every == 0;
