@@ -10,6 +10,7 @@ namespace {
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
 constexpr int kMaxMessageBytes = 64 * 1024;  // the protocol's limit
+constexpr std::size_t kMaxQueued = 1024;      // reports are best effort; drop the oldest
 
 // Statuses that no retry can fix: wrong token, unknown job, a message we built wrong.
 bool Permanent(grpc::StatusCode code) {
@@ -38,13 +39,15 @@ CoordinatorLink::CoordinatorLink(CoordinatorLinkOptions options) : options_(std:
   stub_ = fulcrum::v1::Coordinator::NewStub(channel_);
   session_ = std::jthread([this](std::stop_token stop) { SessionLoop(stop); });
   heartbeat_ = std::jthread([this](std::stop_token stop) { HeartbeatLoop(stop); });
+  writer_ = std::jthread([this](std::stop_token stop) { WriterLoop(stop); });
 }
 
 CoordinatorLink::~CoordinatorLink() {
-  heartbeat_.request_stop();
-  session_.request_stop();
   {
     std::lock_guard lock(mutex_);
+    heartbeat_.request_stop();
+    session_.request_stop();
+    writer_.request_stop();
     if (context_ != nullptr) context_->TryCancel();
   }
   changed_.notify_all();
@@ -140,14 +143,33 @@ void CoordinatorLink::Receive(const fulcrum::v1::CoordinatorMessage& message) {
   changed_.notify_all();
 }
 
-bool CoordinatorLink::Send(const fulcrum::v1::TrainerMessage& message) {
-  std::lock_guard write_lock(write_mutex_);
-  grpc::ClientReaderWriter<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>* stream;
+void CoordinatorLink::Send(fulcrum::v1::TrainerMessage message) {
   {
     std::lock_guard lock(mutex_);
-    stream = stream_;
+    if (outgoing_.size() >= kMaxQueued) outgoing_.pop_front();
+    outgoing_.push_back(std::move(message));
   }
-  return stream != nullptr && stream->Write(message);
+  changed_.notify_all();
+}
+
+void CoordinatorLink::WriterLoop(std::stop_token stop) {
+  while (true) {
+    fulcrum::v1::TrainerMessage message;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stop.stop_requested() || !outgoing_.empty(); });
+      if (stop.stop_requested()) return;
+      message = std::move(outgoing_.front());
+      outgoing_.pop_front();
+    }
+    std::lock_guard write_lock(write_mutex_);
+    grpc::ClientReaderWriter<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>* stream;
+    {
+      std::lock_guard lock(mutex_);
+      stream = stream_;
+    }
+    if (stream != nullptr) stream->Write(message);  // dropped while disconnected
+  }
 }
 
 std::optional<fulcrum::v1::Assignment> CoordinatorLink::WaitForGeneration(

@@ -43,7 +43,9 @@ class CoordinatorLink final : public Membership {
   void SessionLoop(std::stop_token stop);
   void HeartbeatLoop(std::stop_token stop);
   void Receive(const fulcrum::v1::CoordinatorMessage& message);
-  bool Send(const fulcrum::v1::TrainerMessage& message);
+  // Queues a message for the writer thread: the training step never waits on the network.
+  void Send(fulcrum::v1::TrainerMessage message);
+  void WriterLoop(std::stop_token stop);
 
   CoordinatorLinkOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -61,9 +63,11 @@ class CoordinatorLink final : public Membership {
   grpc::ClientReaderWriter<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>* stream_ =
       nullptr;
   std::mutex write_mutex_;  // one Write at a time on the stream
+  std::deque<fulcrum::v1::TrainerMessage> outgoing_;  // guarded by mutex_
 
   std::jthread session_;
   std::jthread heartbeat_;
+  std::jthread writer_;
 };
 
 }  // namespace fulcrum::trainer
