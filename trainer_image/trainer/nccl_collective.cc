@@ -1,0 +1,153 @@
+#include "trainer_image/trainer/nccl_collective.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace fulcrum::trainer {
+namespace {
+
+constexpr const char* kUniqueIdKey = "nccl-unique-id";
+
+Error CudaError(const char* what, cudaError_t error) {
+  return MakeError(ErrorCode::kUnavailable, std::string(what) + ": " + cudaGetErrorString(error));
+}
+Error NcclError(const char* what, ncclResult_t result) {
+  return MakeError(ErrorCode::kUnavailable, std::string(what) + ": " + ncclGetErrorString(result));
+}
+
+class NcclCollective final : public Collective {
+ public:
+  NcclCollective(ncclComm_t comm, cudaStream_t stream, CollectiveOptions options)
+      : comm_(comm), stream_(stream), options_(std::move(options)) {}
+  ~NcclCollective() override {
+    if (aborted_) {
+      ncclCommAbort(comm_);
+    } else {
+      ncclCommDestroy(comm_);
+    }
+    if (device_buffer_ != nullptr) cudaFree(device_buffer_);
+    cudaStreamDestroy(stream_);
+  }
+  int rank() const override { return options_.rank; }
+  int world_size() const override { return options_.world_size; }
+
+  Status AllReduceSum(std::span<float> values) override {
+    return Run(std::as_writable_bytes(values), [&](void* buffer) {
+      return ncclAllReduce(buffer, buffer, values.size(), ncclFloat, ncclSum, comm_, stream_);
+    });
+  }
+  Status AllReduceSum(std::span<double> values) override {
+    return Run(std::as_writable_bytes(values), [&](void* buffer) {
+      return ncclAllReduce(buffer, buffer, values.size(), ncclDouble, ncclSum, comm_, stream_);
+    });
+  }
+  Status Broadcast(std::span<std::byte> bytes, int root) override {
+    return Run(bytes, [&](void* buffer) {
+      return ncclBroadcast(buffer, buffer, bytes.size(), ncclUint8, root, comm_, stream_);
+    });
+  }
+
+ private:
+  // Host -> device, the collective, device -> host, then wait with a deadline.
+  template <typename Launch>
+  Status Run(std::span<std::byte> host, Launch launch) {
+    if (aborted_) return MakeError(ErrorCode::kFailedPrecondition, "communicator was aborted");
+    if (Status status = Reserve(host.size()); !status.ok()) return status;
+    if (cudaError_t error = cudaMemcpyAsync(device_buffer_, host.data(), host.size(),
+                                            cudaMemcpyHostToDevice, stream_);
+        error != cudaSuccess) {
+      return CudaError("copy to device", error);
+    }
+    if (ncclResult_t result = launch(device_buffer_); result != ncclSuccess) {
+      return NcclError("collective", result);
+    }
+    if (cudaError_t error = cudaMemcpyAsync(host.data(), device_buffer_, host.size(),
+                                            cudaMemcpyDeviceToHost, stream_);
+        error != cudaSuccess) {
+      return CudaError("copy to host", error);
+    }
+    return WaitWithDeadline();
+  }
+
+  Status WaitWithDeadline() {
+    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    while (true) {
+      const cudaError_t state = cudaStreamQuery(stream_);
+      if (state == cudaSuccess) return Ok();
+      if (state != cudaErrorNotReady) return CudaError("collective", state);
+      ncclResult_t async_error = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &async_error);
+      if (async_error != ncclSuccess) {
+        aborted_ = true;
+        return NcclError("peer failure", async_error);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        aborted_ = true;
+        return MakeError(ErrorCode::kDeadlineExceeded, "NCCL collective timed out");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  Status Reserve(std::size_t bytes) {
+    if (bytes <= capacity_) return Ok();
+    if (device_buffer_ != nullptr) cudaFree(device_buffer_);
+    device_buffer_ = nullptr;
+    if (cudaError_t error = cudaMalloc(&device_buffer_, bytes); error != cudaSuccess) {
+      capacity_ = 0;
+      return CudaError("cudaMalloc", error);
+    }
+    capacity_ = bytes;
+    return Ok();
+  }
+
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  CollectiveOptions options_;
+  void* device_buffer_ = nullptr;
+  std::size_t capacity_ = 0;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Collective>> ConnectNccl(RendezvousStore& store,
+                                                const CollectiveOptions& options, int device) {
+  if (cudaError_t error = cudaSetDevice(device); error != cudaSuccess) {
+    return CudaError("cudaSetDevice", error);
+  }
+  ncclUniqueId id;
+  if (options.rank == 0) {
+    if (ncclResult_t result = ncclGetUniqueId(&id); result != ncclSuccess) {
+      return NcclError("ncclGetUniqueId", result);
+    }
+    std::vector<std::byte> bytes(sizeof id);
+    std::memcpy(bytes.data(), &id, sizeof id);
+    if (Status status = store.Set(kUniqueIdKey, bytes); !status.ok()) return status.error();
+  } else {
+    Result<std::vector<std::byte>> bytes = store.Get(kUniqueIdKey);
+    if (!bytes.ok()) return bytes.error();
+    if (bytes->size() != sizeof id) {
+      return InvalidArgument(kUniqueIdKey, "has the wrong size: rank 0 runs another NCCL version?");
+    }
+    std::memcpy(&id, bytes->data(), sizeof id);
+  }
+  ncclComm_t comm;
+  if (ncclResult_t result = ncclCommInitRank(&comm, options.world_size, id, options.rank);
+      result != ncclSuccess) {
+    return NcclError("ncclCommInitRank", result);
+  }
+  cudaStream_t stream;
+  if (cudaError_t error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      error != cudaSuccess) {
+    ncclCommDestroy(comm);
+    return CudaError("cudaStreamCreate", error);
+  }
+  return std::unique_ptr<Collective>(std::make_unique<NcclCollective>(comm, stream, options));
+}
+
+}  // namespace fulcrum::trainer
