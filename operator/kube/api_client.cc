@@ -3,14 +3,6 @@
 namespace fulcrum::kube {
 namespace {
 
-std::string MetadataString(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) return {};
-  const auto metadata = object.find("metadata");
-  if (metadata == object.end() || !metadata->is_object()) return {};
-  const auto value = metadata->find(key);
-  return value != metadata->end() && value->is_string() ? value->get<std::string>() : std::string();
-}
-
 // The namespace a request for `object` goes to: the argument, else its own.
 std::string TargetNamespace(std::string_view ns, const nlohmann::json& object) {
   return ns.empty() ? NamespaceOf(object) : std::string(ns);
@@ -22,19 +14,6 @@ Error MissingName(const char* verb) {
 }
 
 }  // namespace
-
-std::string NameOf(const nlohmann::json& object) {
-  return MetadataString(object, "name");
-}
-std::string NamespaceOf(const nlohmann::json& object) {
-  return MetadataString(object, "namespace");
-}
-std::string ResourceVersionOf(const nlohmann::json& object) {
-  return MetadataString(object, "resourceVersion");
-}
-std::string UidOf(const nlohmann::json& object) {
-  return MetadataString(object, "uid");
-}
 
 ApiClient::ApiClient(std::shared_ptr<RestClient> rest) : rest_(std::move(rest)) {}
 

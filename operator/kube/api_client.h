@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "operator/common/result.h"
+#include "operator/kube/object_meta.h"
 #include "operator/kube/request_options.h"
 #include "operator/kube/resource.h"
 #include "operator/kube/rest_client.h"
@@ -72,11 +73,5 @@ class ApiClient {
 
   std::shared_ptr<RestClient> rest_;
 };
-
-// metadata fields every object has.
-std::string NameOf(const nlohmann::json& object);
-std::string NamespaceOf(const nlohmann::json& object);
-std::string ResourceVersionOf(const nlohmann::json& object);
-std::string UidOf(const nlohmann::json& object);
 
 }  // namespace fulcrum::kube

@@ -1,37 +1,17 @@
 #include "operator/kube/cached_object.h"
 
+#include "operator/kube/object_meta.h"
+
 namespace fulcrum::kube {
-namespace {
-
-const nlohmann::json& Metadata(const nlohmann::json& object) {
-  static const nlohmann::json kEmpty = nlohmann::json::object();
-  if (!object.is_object()) return kEmpty;
-  const auto metadata = object.find("metadata");
-  return metadata != object.end() && metadata->is_object() ? *metadata : kEmpty;
-}
-
-std::string StringField(const nlohmann::json& object, const char* key) {
-  const auto value = object.find(key);
-  return value != object.end() && value->is_string() ? value->get<std::string>() : std::string();
-}
-
-}  // namespace
-
-std::string ObjectKey(const nlohmann::json& object) {
-  const nlohmann::json& metadata = Metadata(object);
-  const std::string ns = StringField(metadata, "namespace");
-  const std::string name = StringField(metadata, "name");
-  return ns.empty() ? name : ns + "/" + name;
-}
 
 CachedObject CachedObject::FromJson(const nlohmann::json& object) {
   auto data = std::make_shared<Data>();
-  const nlohmann::json& metadata = Metadata(object);
-  const std::string ns = StringField(metadata, "namespace");
-  data->key = ns.empty() ? StringField(metadata, "name") : ns + "/" + StringField(metadata, "name");
+  const nlohmann::json& metadata = MetadataOf(object);
+  const std::string ns = NamespaceOf(object);
+  data->key = ObjectKey(object);
   data->name_offset = ns.empty() ? 0 : ns.size() + 1;
-  data->uid = StringField(metadata, "uid");
-  data->resource_version = StringField(metadata, "resourceVersion");
+  data->uid = UidOf(object);
+  data->resource_version = ResourceVersionOf(object);
   if (const auto labels = metadata.find("labels");
       labels != metadata.end() && labels->is_object()) {
     for (const auto& [label, value] : labels->items()) {

@@ -47,7 +47,4 @@ class CachedObject {
   std::shared_ptr<const Data> data_;
 };
 
-// The cache key of a JSON object, as CachedObject::key().
-std::string ObjectKey(const nlohmann::json& object);
-
 }  // namespace fulcrum::kube

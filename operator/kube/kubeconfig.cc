@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "operator/kube/bearer_token_source.h"
+
 namespace fulcrum::kube {
 namespace {
 
@@ -144,10 +146,7 @@ Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& fi
         if (!token) return error(token.error().field, token.error().message);
         config.bearer_token_file = token_file;
         config.bearer_token = *token;
-        while (!config.bearer_token.empty() &&
-               std::isspace(static_cast<unsigned char>(config.bearer_token.back()))) {
-          config.bearer_token.pop_back();
-        }
+        config.bearer_token = TrimTrailingWhitespace(std::move(config.bearer_token));
       }
       auto cert = DataOrFile(user, "client-certificate", base, user_field);
       if (!cert) return error(cert.error().field, cert.error().message);
@@ -212,10 +211,7 @@ Result<ClusterConfig> LoadInClusterConfig(const EnvLookup& env, const InClusterP
   auto token = ReadWholeFile(paths.token, "serviceaccount token");
   if (!token) return token.error();
   config.bearer_token = *token;
-  while (!config.bearer_token.empty() &&
-         std::isspace(static_cast<unsigned char>(config.bearer_token.back()))) {
-    config.bearer_token.pop_back();
-  }
+  config.bearer_token = TrimTrailingWhitespace(std::move(config.bearer_token));
   config.bearer_token_file = paths.token;
   auto ca = ReadWholeFile(paths.ca, "serviceaccount ca.crt");
   if (!ca) return ca.error();

@@ -3,8 +3,11 @@
 // after max_retries, and an HTTP 410 on a watch request.
 #include "operator/kube/rest_client.h"
 
-#include <cpprest/http_listener.h>
+// gtest must come before cpprest, whose headers define a macro named U.
+// clang-format off
 #include <gtest/gtest.h>
+#include <cpprest/http_listener.h>
+// clang-format on
 
 #include <atomic>
 #include <deque>
