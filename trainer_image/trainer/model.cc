@@ -68,7 +68,11 @@ class BuiltinModel final : public TrainingModel {
 
 class ScriptedModel final : public TrainingModel {
  public:
-  explicit ScriptedModel(torch::jit::Module module) : module_(std::move(module)) { module_.train(); }
+  explicit ScriptedModel(torch::jit::Module module) : module_(std::move(module)) {
+    module_.train();
+    // Modules built or saved for inference may carry parameters without requires_grad.
+    for (torch::Tensor parameter : module_.parameters()) parameter.requires_grad_(true);
+  }
   std::vector<torch::Tensor> Parameters() override {
     std::vector<torch::Tensor> parameters;
     for (const torch::Tensor& parameter : module_.parameters()) parameters.push_back(parameter);

@@ -332,7 +332,15 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
   while (true) {
     if (flags_.steps > 0 && progress_.step >= flags_.steps) return GenerationEnd::kFinished;
     HandleControls();
-    Result<bool> stay = TrainStep(**collective, assignment, plan);
+    Result<bool> stay = MakeError(ErrorCode::kInternal, "no step");
+    try {
+      stay = TrainStep(**collective, assignment, plan);
+    } catch (const std::exception& error) {
+      // The model or data itself is broken (shape mismatch, bad label): no retry helps.
+      log::Error("trainer", job(), "training step failed in the model or data",
+                 {{"step", progress_.step}, {"error", error.what()}});
+      return GenerationEnd::kFatal;
+    }
     if (!stay.ok()) {
       log::Warn("trainer", job(), "fell out: step aborted, state unchanged",
                 {{"step", progress_.step}, {"generation", assignment.generation()},
