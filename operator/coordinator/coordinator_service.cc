@@ -12,25 +12,39 @@ constexpr auto kTickPeriod = std::chrono::milliseconds(50);
 
 grpc::StatusCode ToGrpcCode(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
-    case ErrorCode::kNotFound: return grpc::StatusCode::NOT_FOUND;
-    case ErrorCode::kAlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
-    case ErrorCode::kConflict: return grpc::StatusCode::ABORTED;
-    case ErrorCode::kFailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
-    case ErrorCode::kInfeasible: return grpc::StatusCode::FAILED_PRECONDITION;
-    case ErrorCode::kUnauthenticated: return grpc::StatusCode::UNAUTHENTICATED;
-    case ErrorCode::kPermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
-    case ErrorCode::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case ErrorCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
-    case ErrorCode::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
-    case ErrorCode::kExpired: return grpc::StatusCode::FAILED_PRECONDITION;
-    case ErrorCode::kInternal: return grpc::StatusCode::INTERNAL;
+    case ErrorCode::kInvalidArgument:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case ErrorCode::kNotFound:
+      return grpc::StatusCode::NOT_FOUND;
+    case ErrorCode::kAlreadyExists:
+      return grpc::StatusCode::ALREADY_EXISTS;
+    case ErrorCode::kConflict:
+      return grpc::StatusCode::ABORTED;
+    case ErrorCode::kFailedPrecondition:
+      return grpc::StatusCode::FAILED_PRECONDITION;
+    case ErrorCode::kInfeasible:
+      return grpc::StatusCode::FAILED_PRECONDITION;
+    case ErrorCode::kUnauthenticated:
+      return grpc::StatusCode::UNAUTHENTICATED;
+    case ErrorCode::kPermissionDenied:
+      return grpc::StatusCode::PERMISSION_DENIED;
+    case ErrorCode::kResourceExhausted:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ErrorCode::kUnavailable:
+      return grpc::StatusCode::UNAVAILABLE;
+    case ErrorCode::kDeadlineExceeded:
+      return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case ErrorCode::kExpired:
+      return grpc::StatusCode::FAILED_PRECONDITION;
+    case ErrorCode::kInternal:
+      return grpc::StatusCode::INTERNAL;
   }
   return grpc::StatusCode::INTERNAL;
 }
 
 grpc::Status ToGrpc(const Error& error) {
-  const std::string message = error.field.empty() ? error.message : error.field + ": " + error.message;
+  const std::string message =
+      error.field.empty() ? error.message : error.field + ": " + error.message;
   return {ToGrpcCode(error.code), message};
 }
 
@@ -45,9 +59,9 @@ bool SameSecret(const std::string& a, const std::string& b) {
 
 Status ValidateHello(const fulcrum::v1::Hello& hello) {
   const std::pair<const std::string*, const char*> strings[] = {
-      {&hello.job(), "hello.job"},           {&hello.pod(), "hello.pod"},
-      {&hello.node(), "hello.node"},         {&hello.gpu_product(), "hello.gpu_product"},
-      {&hello.token(), "hello.token"},       {&hello.store_address(), "hello.store_address"}};
+      {&hello.job(), "hello.job"},     {&hello.pod(), "hello.pod"},
+      {&hello.node(), "hello.node"},   {&hello.gpu_product(), "hello.gpu_product"},
+      {&hello.token(), "hello.token"}, {&hello.store_address(), "hello.store_address"}};
   for (const auto& [value, field] : strings) {
     if (value->size() > kMaxStringBytes) {
       return InvalidArgument(field, "is longer than " + std::to_string(kMaxStringBytes) + " bytes");
@@ -119,7 +133,9 @@ class CoordinatorService::Outlet {
 CoordinatorService::CoordinatorService()
     : ticker_([this](std::stop_token stop) { TickLoop(stop); }) {}
 
-CoordinatorService::~CoordinatorService() { ticker_.request_stop(); }
+CoordinatorService::~CoordinatorService() {
+  ticker_.request_stop();
+}
 
 Status CoordinatorService::AddJob(JobConfig config) {
   Result<Job> job = Job::Create(config);
@@ -136,7 +152,8 @@ Status CoordinatorService::AddJob(JobConfig config) {
   }
   jobs_.emplace(config.name, std::move(*job));
   log::Info("coordinator", config.name, "job registered",
-            {{"global_batch", config.global_batch}, {"min_workers", config.min_workers},
+            {{"global_batch", config.global_batch},
+             {"min_workers", config.min_workers},
              {"policy", balancer::ToString(config.policy)}});
   return Ok();
 }
@@ -236,7 +253,8 @@ Status CoordinatorService::Dispatch(const SessionKey& key,
       status = InvalidArgument("hello", "a Session says Hello once; open a new stream to rejoin");
       break;
     case fulcrum::v1::TrainerMessage::BODY_NOT_SET:
-      status = InvalidArgument("body", "empty TrainerMessage: set step_report, heartbeat or rejoin");
+      status =
+          InvalidArgument("body", "empty TrainerMessage: set step_report, heartbeat or rejoin");
       break;
   }
   Deliver(key.job, out);
@@ -313,6 +331,8 @@ void CoordinatorServer::Shutdown() {
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
-CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+CoordinatorServer::~CoordinatorServer() {
+  Shutdown();
+}
 
 }  // namespace fulcrum::coordinator

@@ -4,6 +4,8 @@
 // runs it alone for local training.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -12,8 +14,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "fulcrum/v1/coordinator.grpc.pb.h"
 #include "operator/common/result.h"

@@ -158,10 +158,10 @@ void Job::FormGeneration(Outbox& out) {
   for (const auto& [pod, member] : members_) {
     if (member.connected) candidates.push_back(&member);
   }
-  std::sort(candidates.begin(), candidates.end(), [](const Member* a, const Member* b) {
-    return a->join_sequence < b->join_sequence;
-  });
-  if (config_.max_workers > 0 && candidates.size() > static_cast<std::size_t>(config_.max_workers)) {
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Member* a, const Member* b) { return a->join_sequence < b->join_sequence; });
+  if (config_.max_workers > 0 &&
+      candidates.size() > static_cast<std::size_t>(config_.max_workers)) {
     candidates.resize(static_cast<std::size_t>(config_.max_workers));
   }
   std::vector<std::string> pods;
@@ -194,7 +194,9 @@ void Job::FormGeneration(Outbox& out) {
     return;
   }
   log::Info("coordinator", config_.name, "new generation",
-            {{"generation", generation_}, {"members", ranks_}, {"batches", batches_},
+            {{"generation", generation_},
+             {"members", ranks_},
+             {"batches", batches_},
              {"reason", reason}});
   SendAssignments(0, "generation " + std::to_string(generation_) + ": " + reason, out);
 }
@@ -262,7 +264,8 @@ Status Job::Report(std::string_view pod, const fulcrum::v1::StepReport& report,
   std::set<std::string>& reporters = reporters_by_step_[report.step()];
   reporters.insert(std::string(pod));
   if (reporters.size() == ranks_.size()) {
-    reporters_by_step_.erase(reporters_by_step_.begin(), std::next(reporters_by_step_.find(report.step())));
+    reporters_by_step_.erase(reporters_by_step_.begin(),
+                             std::next(reporters_by_step_.find(report.step())));
     OnStepComplete(report.step(), out);
   }
   return Ok();
@@ -306,8 +309,10 @@ void Job::OnStepComplete(int64_t step, Outbox& out) {
   }
   if (reason.empty()) return;
   log::Info("coordinator", config_.name, "new batches",
-            {{"generation", generation_}, {"apply_at_step", last_decided_step_},
-             {"batches", batches_}, {"reason", reason}});
+            {{"generation", generation_},
+             {"apply_at_step", last_decided_step_},
+             {"batches", batches_},
+             {"reason", reason}});
   SendAssignments(last_decided_step_, reason, out);
 }
 
@@ -316,8 +321,8 @@ Status Job::Heartbeat(std::string_view pod, const fulcrum::v1::Heartbeat& heartb
   Member* member = Find(pod);
   if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
   if (heartbeat.generation() > generation_) {
-    return InvalidArgument("heartbeat.generation", "was never announced; current is " +
-                                                       std::to_string(generation_));
+    return InvalidArgument("heartbeat.generation",
+                           "was never announced; current is " + std::to_string(generation_));
   }
   member->last_seen = now;
   return Ok();
@@ -328,8 +333,8 @@ Status Job::Rejoin(std::string_view pod, const fulcrum::v1::Rejoin& rejoin, Cloc
   if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
   member->last_seen = now;
   if (rejoin.generation() > generation_) {
-    return InvalidArgument("rejoin.generation", "was never announced; current is " +
-                                                    std::to_string(generation_));
+    return InvalidArgument("rejoin.generation",
+                           "was never announced; current is " + std::to_string(generation_));
   }
   if (rejoin.generation() < generation_) return Ok();  // already re-formed since
   log::Warn("coordinator", config_.name, "trainer fell out of its generation",

@@ -2,10 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace fulcrum::coordinator {
 
@@ -19,7 +18,7 @@ struct MemberSnapshot {
   int64_t last_step = -1;
   double compute_seconds = 0.0;  // of the last reported step
   double step_seconds = 0.0;
-  double samples_per_second = 0.0;  // local batch / compute seconds of the last step
+  double samples_per_second = 0.0;         // local batch / compute seconds of the last step
   double fitted_fixed_seconds = 0.0;       // the balancer's a_i
   double fitted_seconds_per_sample = 0.0;  // the balancer's k_i
 };
@@ -38,7 +37,7 @@ struct JobSnapshot {
   int64_t generation = 0;
   int64_t step = -1;  // last step every member reported
   std::vector<MemberSnapshot> members;
-  std::vector<int> plan;  // current batches by rank
+  std::vector<int> plan;                     // current batches by rank
   double measured_samples_per_second = 0.0;  // B / median step time, averaged over recent steps
   double ideal_samples_per_second = 0.0;     // X_UB for the fitted costs
   double efficiency = 0.0;                   // measured / ideal

@@ -20,13 +20,15 @@ Result<std::map<std::string, std::string>> ParseTokenFile(const std::string& tex
       return InvalidArgument(field, "expected \"JOB TOKEN\" (two words)");
     }
     if (token.size() < 8) {
-      return InvalidArgument(field, "the token of job \"" + job + "\" is shorter than 8 characters");
+      return InvalidArgument(field,
+                             "the token of job \"" + job + "\" is shorter than 8 characters");
     }
     if (!tokens.emplace(job, token).second) {
       return InvalidArgument(field, "job \"" + job + "\" appears twice");
     }
   }
-  if (tokens.empty()) return InvalidArgument("job-token-file", "names no job; add a line \"JOB TOKEN\"");
+  if (tokens.empty())
+    return InvalidArgument("job-token-file", "names no job; add a line \"JOB TOKEN\"");
   return tokens;
 }
 

@@ -9,10 +9,14 @@ namespace {
 
 const char* LevelName(Level level) {
   switch (level) {
-    case Level::kDebug: return "debug";
-    case Level::kInfo: return "info";
-    case Level::kWarning: return "warning";
-    case Level::kError: return "error";
+    case Level::kDebug:
+      return "debug";
+    case Level::kInfo:
+      return "info";
+    case Level::kWarning:
+      return "warning";
+    case Level::kError:
+      return "error";
   }
   return "info";
 }
@@ -28,7 +32,8 @@ void Write(Level level, std::string_view component, std::string_view job, std::s
   line["component"] = component;
   line["job"] = job;
   line["msg"] = message;
-  const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string text =
+      line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   static std::mutex output_mutex;  // one line at a time, never interleaved
   std::lock_guard lock(output_mutex);
   std::fwrite(text.data(), 1, text.size(), stderr);

@@ -2,10 +2,9 @@
 // one object per line on stderr with time, level, component, job and message, plus fields.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace fulcrum::log {
 

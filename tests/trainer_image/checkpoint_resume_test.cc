@@ -8,11 +8,20 @@ namespace fulcrum::testing {
 namespace {
 
 TEST(TrainerCheckpoint, AStoppedJobResumesFromTheSavedStepWithIdenticalParameters) {
-  LocalJob job("checkpoint-resume", {"--global-batch", "24", "--min-workers", "2", "--settle-ms", "200"});
+  LocalJob job("checkpoint-resume",
+               {"--global-batch", "24", "--min-workers", "2", "--settle-ms", "200"});
   ASSERT_TRUE(job.coordinator_ready()) << ReadFile(job.directory() + "/coordinator.log");
   const std::string checkpoints = job.directory() + "/checkpoints";
-  const std::vector<std::string> args = {"--checkpoint-dir", checkpoints, "--checkpoint-every", "10",
-                                         "--emulated-slowdown", "20", "--optimizer", "adam", "--lr", "0.01"};
+  const std::vector<std::string> args = {"--checkpoint-dir",
+                                         checkpoints,
+                                         "--checkpoint-every",
+                                         "10",
+                                         "--emulated-slowdown",
+                                         "20",
+                                         "--optimizer",
+                                         "adam",
+                                         "--lr",
+                                         "0.01"};
   job.StartTrainer("first-a", args);
   job.StartTrainer("first-b", args);
   ASSERT_TRUE(WaitUntil([&] { return job.LastStep("first-a") >= 25; }, std::chrono::seconds(120)))
@@ -25,7 +34,8 @@ TEST(TrainerCheckpoint, AStoppedJobResumesFromTheSavedStepWithIdenticalParameter
     const auto written = ReadJsonLines(job.trainer_log(pod), "checkpoint written");
     ASSERT_FALSE(written.empty()) << ReadFile(job.trainer_log(pod));
     EXPECT_EQ(written.back()["why"], "SIGTERM");
-    saved.emplace(written.back()["step"].get<int64_t>(), written.back()["checksum"].get<std::string>());
+    saved.emplace(written.back()["step"].get<int64_t>(),
+                  written.back()["checksum"].get<std::string>());
   }
   ASSERT_EQ(saved.size(), 1u);
   const auto [saved_step, saved_checksum] = *saved.begin();
@@ -33,7 +43,8 @@ TEST(TrainerCheckpoint, AStoppedJobResumesFromTheSavedStepWithIdenticalParameter
 
   job.StartTrainer("second-a", args);
   job.StartTrainer("second-b", args);
-  ASSERT_TRUE(WaitUntil([&] { return job.LastStep("second-a") >= saved_step + 5; }, std::chrono::seconds(120)))
+  ASSERT_TRUE(WaitUntil([&] { return job.LastStep("second-a") >= saved_step + 5; },
+                        std::chrono::seconds(120)))
       << ReadFile(job.trainer_log("second-a"));
   for (const char* pod : {"second-a", "second-b"}) {
     const auto resumed = ReadJsonLines(job.trainer_log(pod), "resumed from checkpoint");

@@ -18,24 +18,34 @@ double FinalLoss(const std::string& log) {
 }
 
 TEST(TrainerConvergence, HeterogeneousRunMatchesHomogeneousLossWithinTwoPercent) {
-  const std::vector<std::string> task = {"--steps", std::to_string(kSteps), "--model", "mlp",
-                                         "--lr", "0.05", "--dataset-size", "2048"};
+  const std::vector<std::string> task = {
+      "--steps", std::to_string(kSteps), "--model", "mlp", "--lr",
+      "0.05",    "--dataset-size",       "2048"};
   LocalJob job("convergence", {"--global-batch", "48", "--min-workers", "3", "--settle-ms", "200"});
   ASSERT_TRUE(job.coordinator_ready());
-  const std::map<std::string, std::string> slowdowns = {{"fast", "1"}, {"medium", "2"}, {"slow", "4"}};
+  const std::map<std::string, std::string> slowdowns = {
+      {"fast", "1"}, {"medium", "2"}, {"slow", "4"}};
   for (const auto& [pod, factor] : slowdowns) {
     std::vector<std::string> args = task;
     args.insert(args.end(), {"--emulated-slowdown", factor});
     job.StartTrainer(pod, args);
   }
-  std::vector<std::string> homogeneous = {TrainerBinary(), "--world-size", "1", "--rank", "0",
-                                          "--rendezvous", "127.0.0.1:" + std::to_string(FreeLoopbackPort()),
-                                          "--batches", "48"};
+  std::vector<std::string> homogeneous = {TrainerBinary(),
+                                          "--world-size",
+                                          "1",
+                                          "--rank",
+                                          "0",
+                                          "--rendezvous",
+                                          "127.0.0.1:" + std::to_string(FreeLoopbackPort()),
+                                          "--batches",
+                                          "48"};
   homogeneous.insert(homogeneous.end(), task.begin(), task.end());
   ChildProcess reference(homogeneous, job.directory() + "/homogeneous.log");
-  ASSERT_EQ(reference.Wait(std::chrono::seconds(180)), 0) << ReadFile(job.directory() + "/homogeneous.log");
+  ASSERT_EQ(reference.Wait(std::chrono::seconds(180)), 0)
+      << ReadFile(job.directory() + "/homogeneous.log");
   for (const auto& [pod, factor] : slowdowns) {
-    ASSERT_EQ(job.trainer(pod).Wait(std::chrono::seconds(180)), 0) << ReadFile(job.trainer_log(pod));
+    ASSERT_EQ(job.trainer(pod).Wait(std::chrono::seconds(180)), 0)
+        << ReadFile(job.trainer_log(pod));
   }
   const double expected = FinalLoss(job.directory() + "/homogeneous.log");
   const double actual = FinalLoss(job.trainer_log("fast"));

@@ -33,7 +33,8 @@ TEST(TrainerElastic, SurvivorsContinueAfterKillNineAndANewcomerJoinsWithTheSameP
   ASSERT_TRUE(WaitUntil(
       [&] {
         for (const std::string& pod : survivors) {
-          if (LastGeneration(job, pod) <= killed_generation || job.LastStep(pod) < killed_at + 10) return false;
+          if (LastGeneration(job, pod) <= killed_generation || job.LastStep(pod) < killed_at + 10)
+            return false;
         }
         return true;
       },

@@ -1,8 +1,9 @@
 // Weighted aggregation is exact: 3 trainers with local batches {3, 5, 8} end with the same
 // parameters as 1 trainer with batch 16 (20 steps, SGD with momentum, MLP without BatchNorm).
 // Real processes, real Gloo over loopback (static groups, no coordinator needed).
-#include <cstring>
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "tests/trainer_image/harness/local_job.h"
 
@@ -24,10 +25,29 @@ std::vector<float> FinalParameters(const std::string& directory, const std::stri
 
 std::vector<std::string> StaticTrainer(const std::string& directory, int rank, int world, int port,
                                        const std::string& batches) {
-  return {TrainerBinary(), "--world-size", std::to_string(world), "--rank", std::to_string(rank),
-          "--rendezvous", "127.0.0.1:" + std::to_string(port), "--batches", batches,
-          "--steps", "20", "--model", "mlp", "--optimizer", "sgd", "--momentum", "0.9",
-          "--lr", "0.05", "--checkpoint-dir", directory, "--collective-timeout-ms", "20000"};
+  return {TrainerBinary(),
+          "--world-size",
+          std::to_string(world),
+          "--rank",
+          std::to_string(rank),
+          "--rendezvous",
+          "127.0.0.1:" + std::to_string(port),
+          "--batches",
+          batches,
+          "--steps",
+          "20",
+          "--model",
+          "mlp",
+          "--optimizer",
+          "sgd",
+          "--momentum",
+          "0.9",
+          "--lr",
+          "0.05",
+          "--checkpoint-dir",
+          directory,
+          "--collective-timeout-ms",
+          "20000"};
 }
 
 TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
@@ -55,15 +75,18 @@ TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
   ASSERT_EQ(actual.size(), expected.size());
   double max_difference = 0.0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
-    max_difference = std::max(max_difference, static_cast<double>(std::abs(actual[i] - expected[i])));
+    max_difference =
+        std::max(max_difference, static_cast<double>(std::abs(actual[i] - expected[i])));
   }
   EXPECT_LT(max_difference, 1e-5);
-  std::cout << "max |difference| = " << max_difference << " over " << expected.size() << " parameters\n";
+  std::cout << "max |difference| = " << max_difference << " over " << expected.size()
+            << " parameters\n";
 
   // Every rank ends bit-identical.
   std::set<std::string> checksums;
   for (int rank = 0; rank < 3; ++rank) {
-    for (const auto& line : ReadJsonLines(multi + "/rank" + std::to_string(rank) + ".log", "finished")) {
+    for (const auto& line :
+         ReadJsonLines(multi + "/rank" + std::to_string(rank) + ".log", "finished")) {
       checksums.insert(line["checksum"].get<std::string>());
     }
   }

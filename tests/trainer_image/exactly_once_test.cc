@@ -14,19 +14,20 @@ constexpr int kDatasetSize = 400;
 constexpr int kGlobalBatch = 16;
 
 TEST(TrainerExactlyOnce, EverySampleOncePerEpochAcrossRebalanceAndJoin) {
-  LocalJob job("exactly-once", {"--global-batch", std::to_string(kGlobalBatch), "--min-workers", "2",
-                                "--settle-ms", "200"});
+  LocalJob job("exactly-once", {"--global-batch", std::to_string(kGlobalBatch), "--min-workers",
+                                "2", "--settle-ms", "200"});
   ASSERT_TRUE(job.coordinator_ready()) << ReadFile(job.directory() + "/coordinator.log");
   // A slowdown paces the tiny model so a third trainer can join within the first epochs.
-  const std::vector<std::string> args = {"--dataset-size", std::to_string(kDatasetSize), "--steps", "80",
-                                         "--emulated-slowdown", "40"};
+  const std::vector<std::string> args = {
+      "--dataset-size", std::to_string(kDatasetSize), "--steps", "80", "--emulated-slowdown", "40"};
   job.StartTrainer("a", args);
   job.StartTrainer("b", args);
   ASSERT_TRUE(WaitUntil([&] { return job.LastStep("a") >= 3; }, std::chrono::seconds(60)))
       << ReadFile(job.trainer_log("a"));
   job.StartTrainer("c", args);
   for (const char* pod : {"a", "b", "c"}) {
-    ASSERT_EQ(job.trainer(pod).Wait(std::chrono::seconds(180)), 0) << ReadFile(job.trainer_log(pod));
+    ASSERT_EQ(job.trainer(pod).Wait(std::chrono::seconds(180)), 0)
+        << ReadFile(job.trainer_log(pod));
   }
 
   // position -> index, from every committed step of every trainer.
@@ -47,26 +48,31 @@ TEST(TrainerExactlyOnce, EverySampleOncePerEpochAcrossRebalanceAndJoin) {
   }
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::vector<int> uses(kDatasetSize, 0);
-    for (int64_t position = epoch * kDatasetSize; position < (epoch + 1) * kDatasetSize; ++position) {
+    for (int64_t position = epoch * kDatasetSize; position < (epoch + 1) * kDatasetSize;
+         ++position) {
       ASSERT_TRUE(index_at.count(position)) << "position " << position << " never used";
       ++uses[static_cast<std::size_t>(index_at[position])];
     }
     for (int index = 0; index < kDatasetSize; ++index) {
-      EXPECT_EQ(uses[static_cast<std::size_t>(index)], 1) << "epoch " << epoch << " index " << index;
+      EXPECT_EQ(uses[static_cast<std::size_t>(index)], 1)
+          << "epoch " << epoch << " index " << index;
     }
   }
   // The run really had a membership change and, within a generation, changing batches.
   EXPECT_GE(generations.size(), 2u);
   bool rebalanced = false;
-  for (const auto& [generation, plans] : plans_by_generation) rebalanced = rebalanced || plans.size() > 1;
+  for (const auto& [generation, plans] : plans_by_generation)
+    rebalanced = rebalanced || plans.size() > 1;
   EXPECT_TRUE(rebalanced);
   // The third trainer joined while the first two epochs were still running.
   const int64_t join_position = [&] {
-    for (const auto& line : ReadJsonLines(job.sample_log("c"))) return line["positions"][0].get<int64_t>();
+    for (const auto& line : ReadJsonLines(job.sample_log("c")))
+      return line["positions"][0].get<int64_t>();
     return int64_t{-1};
   }();
   EXPECT_GE(join_position, 0);
-  EXPECT_LT(join_position, 2 * kDatasetSize) << "the join came too late to test the first two epochs";
+  EXPECT_LT(join_position, 2 * kDatasetSize)
+      << "the join came too late to test the first two epochs";
 }
 
 }  // namespace

@@ -71,10 +71,11 @@ TEST(TrainerRebalance, ASlowerTrainerGetsASmallerBatchWithoutAnyRestart) {
   const CommandResult scrape =
       RunShell("curl -sf http://127.0.0.1:" + std::to_string(metrics_port) + "/metrics");
   EXPECT_EQ(scrape.exit_code, 0);
-  for (const char* metric : {"fulcrum_trainer_step_seconds_bucket", "fulcrum_trainer_samples_total",
-                             "fulcrum_trainer_local_batch", "fulcrum_trainer_loss",
-                             "fulcrum_trainer_generation"}) {
-    EXPECT_NE(scrape.output.find(metric), std::string::npos) << metric << " missing:\n" << scrape.output;
+  for (const char* metric :
+       {"fulcrum_trainer_step_seconds_bucket", "fulcrum_trainer_samples_total",
+        "fulcrum_trainer_local_batch", "fulcrum_trainer_loss", "fulcrum_trainer_generation"}) {
+    EXPECT_NE(scrape.output.find(metric), std::string::npos) << metric << " missing:\n"
+                                                             << scrape.output;
   }
   EXPECT_TRUE(job.StopTrainers(std::chrono::seconds(60)));
 }

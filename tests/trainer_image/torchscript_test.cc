@@ -17,18 +17,36 @@ TEST(TrainerTorchScript, TrainsAUserModuleOnARecordFile) {
   const int port = FreeLoopbackPort();
   std::vector<ChildProcess> ranks;
   for (int rank = 0; rank < 2; ++rank) {
-    ranks.emplace_back(
-        std::vector<std::string>{TrainerBinary(), "--world-size", "2", "--rank", std::to_string(rank),
-                                 "--rendezvous", "127.0.0.1:" + std::to_string(port), "--batches", "5,11",
-                                 "--model", "torchscript", "--torchscript", directory + "/module.pt",
-                                 "--data-file", directory + "/records.bin", "--record-features", "16",
-                                 "--steps", "60", "--lr", "0.1", "--collective-timeout-ms", "20000"},
-        directory + "/rank" + std::to_string(rank) + ".log");
+    ranks.emplace_back(std::vector<std::string>{TrainerBinary(),
+                                                "--world-size",
+                                                "2",
+                                                "--rank",
+                                                std::to_string(rank),
+                                                "--rendezvous",
+                                                "127.0.0.1:" + std::to_string(port),
+                                                "--batches",
+                                                "5,11",
+                                                "--model",
+                                                "torchscript",
+                                                "--torchscript",
+                                                directory + "/module.pt",
+                                                "--data-file",
+                                                directory + "/records.bin",
+                                                "--record-features",
+                                                "16",
+                                                "--steps",
+                                                "60",
+                                                "--lr",
+                                                "0.1",
+                                                "--collective-timeout-ms",
+                                                "20000"},
+                       directory + "/rank" + std::to_string(rank) + ".log");
   }
   std::set<std::string> checksums;
   for (int rank = 0; rank < 2; ++rank) {
     const std::string log = directory + "/rank" + std::to_string(rank) + ".log";
-    ASSERT_EQ(ranks[static_cast<std::size_t>(rank)].Wait(std::chrono::seconds(120)), 0) << ReadFile(log);
+    ASSERT_EQ(ranks[static_cast<std::size_t>(rank)].Wait(std::chrono::seconds(120)), 0)
+        << ReadFile(log);
     const auto finished = ReadJsonLines(log, "finished");
     ASSERT_EQ(finished.size(), 1u);
     checksums.insert(finished.front()["checksum"].get<std::string>());
@@ -42,10 +60,11 @@ TEST(TrainerTorchScript, TrainsAUserModuleOnARecordFile) {
 TEST(TrainerTorchScript, ARecordFileOfTheWrongSizeIsRefusedNamingTheFlag) {
   const std::string directory = FreshDirectory("torchscript-bad");
   WriteFile(directory + "/records.bin", "abc");
-  const CommandResult run = RunShell(
-      ShellQuote(TrainerBinary()) + " --world-size 1 --rank 0 --rendezvous 127.0.0.1:1 --batches 4" +
-      " --model torchscript --torchscript /nonexistent.pt --data-file " + ShellQuote(directory + "/records.bin") +
-      " --record-features 16 2>&1");
+  const CommandResult run =
+      RunShell(ShellQuote(TrainerBinary()) +
+               " --world-size 1 --rank 0 --rendezvous 127.0.0.1:1 --batches 4" +
+               " --model torchscript --torchscript /nonexistent.pt --data-file " +
+               ShellQuote(directory + "/records.bin") + " --record-features 16 2>&1");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.output.find("--torchscript"), std::string::npos) << run.output;
 }

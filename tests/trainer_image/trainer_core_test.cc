@@ -58,14 +58,18 @@ TEST(SampleOrder, StepsAcrossAnEpochBoundaryAndChangingPlansUseEachSampleOncePer
 }
 
 TEST(TrainerFlags, NamesTheFlagThatIsWrong) {
-  EXPECT_EQ(ParseTrainerFlags({"--world-size", "2", "--rank", "0", "--rendezvous", "h:1"}).error().field,
-            "--batches");
+  EXPECT_EQ(
+      ParseTrainerFlags({"--world-size", "2", "--rank", "0", "--rendezvous", "h:1"}).error().field,
+      "--batches");
   EXPECT_EQ(ParseTrainerFlags({"--coordinator", "h:1"}).error().field, "--token-file");
-  EXPECT_EQ(ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t", "--lr", "x"}).error().field,
-            "--lr");
-  EXPECT_EQ(ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t", "--emulated-slowdown", "0.5"})
-                .error().field,
-            "--emulated-slowdown");
+  EXPECT_EQ(
+      ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t", "--lr", "x"}).error().field,
+      "--lr");
+  EXPECT_EQ(
+      ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t", "--emulated-slowdown", "0.5"})
+          .error()
+          .field,
+      "--emulated-slowdown");
   EXPECT_EQ(ParseTrainerFlags({"--bogus", "1"}).error().field, "--bogus");
   EXPECT_TRUE(ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t"}).ok());
 }

@@ -10,22 +10,28 @@ namespace {
 constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
 constexpr int kMaxMessageBytes = 64 * 1024;  // the protocol's limit
-constexpr std::size_t kMaxQueued = 1024;      // reports are best effort; drop the oldest
+constexpr std::size_t kMaxQueued = 1024;     // reports are best effort; drop the oldest
 
 // Statuses that no retry can fix: wrong token, unknown job, a message we built wrong.
 bool Permanent(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::NOT_FOUND ||
-         code == grpc::StatusCode::INVALID_ARGUMENT || code == grpc::StatusCode::PERMISSION_DENIED ||
+         code == grpc::StatusCode::INVALID_ARGUMENT ||
+         code == grpc::StatusCode::PERMISSION_DENIED ||
          code == grpc::StatusCode::RESOURCE_EXHAUSTED;
 }
 
 ErrorCode ToErrorCode(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::UNAUTHENTICATED: return ErrorCode::kUnauthenticated;
-    case grpc::StatusCode::NOT_FOUND: return ErrorCode::kNotFound;
-    case grpc::StatusCode::PERMISSION_DENIED: return ErrorCode::kPermissionDenied;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return ErrorCode::kResourceExhausted;
-    default: return ErrorCode::kInvalidArgument;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return ErrorCode::kUnauthenticated;
+    case grpc::StatusCode::NOT_FOUND:
+      return ErrorCode::kNotFound;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return ErrorCode::kPermissionDenied;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return ErrorCode::kResourceExhausted;
+    default:
+      return ErrorCode::kInvalidArgument;
   }
 }
 
@@ -35,7 +41,8 @@ CoordinatorLink::CoordinatorLink(CoordinatorLinkOptions options) : options_(std:
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(kMaxMessageBytes);
   arguments.SetMaxSendMessageSize(kMaxMessageBytes);
-  channel_ = grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), arguments);
+  channel_ =
+      grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), arguments);
   stub_ = fulcrum::v1::Coordinator::NewStub(channel_);
   session_ = std::jthread([this](std::stop_token stop) { SessionLoop(stop); });
   heartbeat_ = std::jthread([this](std::stop_token stop) { HeartbeatLoop(stop); });
@@ -93,15 +100,17 @@ void CoordinatorLink::SessionLoop(std::stop_token stop) {
     const grpc::Status status = stream->Finish();
     if (stop.stop_requested()) return;
     if (Permanent(status.error_code())) {
-      log::Error("trainer", options_.hello.job(), "the coordinator refused this trainer",
-                 {{"code", static_cast<int>(status.error_code())}, {"error", status.error_message()}});
+      log::Error(
+          "trainer", options_.hello.job(), "the coordinator refused this trainer",
+          {{"code", static_cast<int>(status.error_code())}, {"error", status.error_message()}});
       std::lock_guard lock(mutex_);
       fatal_ = Error{ToErrorCode(status.error_code()), status.error_message(), "coordinator"};
       changed_.notify_all();
       return;
     }
     log::Warn("trainer", options_.hello.job(), "coordinator stream closed; reconnecting",
-              {{"code", static_cast<int>(status.error_code())}, {"error", status.error_message()},
+              {{"code", static_cast<int>(status.error_code())},
+               {"error", status.error_message()},
                {"backoff_ms", backoff.count()}});
     std::unique_lock lock(mutex_);
     changed_.wait_for(lock, backoff, [&] { return stop.stop_requested(); });

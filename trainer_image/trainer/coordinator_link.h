@@ -3,6 +3,8 @@
 // thread, and a mailbox of received Assignments and Controls.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -10,8 +12,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "fulcrum/v1/coordinator.grpc.pb.h"
 #include "trainer_image/trainer/membership.h"
@@ -62,7 +62,7 @@ class CoordinatorLink final : public Membership {
   grpc::ClientContext* context_ = nullptr;
   grpc::ClientReaderWriter<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>* stream_ =
       nullptr;
-  std::mutex write_mutex_;  // one Write at a time on the stream
+  std::mutex write_mutex_;                            // one Write at a time on the stream
   std::deque<fulcrum::v1::TrainerMessage> outgoing_;  // guarded by mutex_
 
   std::jthread session_;

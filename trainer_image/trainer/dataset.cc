@@ -18,7 +18,8 @@ void FillNormal(uint64_t state, std::span<float> out) {
     const double u2 = static_cast<double>(SplitMix64(state) >> 11) * 0x1.0p-53;
     const double radius = std::sqrt(-2.0 * std::log(u1));
     out[i] = static_cast<float>(radius * std::cos(2.0 * std::numbers::pi * u2));
-    if (i + 1 < out.size()) out[i + 1] = static_cast<float>(radius * std::sin(2.0 * std::numbers::pi * u2));
+    if (i + 1 < out.size())
+      out[i + 1] = static_cast<float>(radius * std::sin(2.0 * std::numbers::pi * u2));
   }
 }
 
@@ -40,12 +41,16 @@ class SyntheticDataset final : public Dataset {
     int64_t* labels = targets.data_ptr<int64_t>();
     for (int64_t row = 0; row < count; ++row) {
       std::span<float> x(data + row * features_, static_cast<std::size_t>(features_));
-      FillNormal(seed_ * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(indices[static_cast<std::size_t>(row)]), x);
+      FillNormal(seed_ * 0x9E3779B97F4A7C15ULL +
+                     static_cast<uint64_t>(indices[static_cast<std::size_t>(row)]),
+                 x);
       int best = 0;
       double best_score = -1e300;
       for (int c = 0; c < classes_; ++c) {
         double score = 0.0;
-        for (int64_t j = 0; j < features_; ++j) score += teacher_[static_cast<std::size_t>(c * features_ + j)] * x[static_cast<std::size_t>(j)];
+        for (int64_t j = 0; j < features_; ++j)
+          score += teacher_[static_cast<std::size_t>(c * features_ + j)] *
+                   x[static_cast<std::size_t>(j)];
         if (score > best_score) best_score = score, best = c;
       }
       labels[row] = best;
@@ -76,7 +81,8 @@ class RecordFileDataset final : public Dataset {
     const std::size_t record_bytes = RecordBytes(features_);
     std::vector<char> record(record_bytes);
     for (int64_t row = 0; row < count; ++row) {
-      file_.seekg(static_cast<std::streamoff>(indices[static_cast<std::size_t>(row)] * static_cast<int64_t>(record_bytes)));
+      file_.seekg(static_cast<std::streamoff>(indices[static_cast<std::size_t>(row)] *
+                                              static_cast<int64_t>(record_bytes)));
       file_.read(record.data(), static_cast<std::streamsize>(record_bytes));
       std::memcpy(inputs.data_ptr<float>() + row * features_, record.data(), record_bytes - 4);
       int32_t label = 0;
@@ -85,7 +91,9 @@ class RecordFileDataset final : public Dataset {
     }
     return {inputs, targets};
   }
-  static std::size_t RecordBytes(int features) { return static_cast<std::size_t>(features) * 4 + 4; }
+  static std::size_t RecordBytes(int features) {
+    return static_cast<std::size_t>(features) * 4 + 4;
+  }
 
  private:
   std::ifstream file_;
@@ -99,7 +107,8 @@ Result<std::unique_ptr<Dataset>> MakeDataset(const TrainerFlags& flags) {
   switch (flags.model) {
     case ModelKind::kMlp:
       return std::unique_ptr<Dataset>(std::make_unique<SyntheticDataset>(
-          flags.dataset_size, std::vector<int64_t>{flags.input_features}, flags.classes, flags.seed));
+          flags.dataset_size, std::vector<int64_t>{flags.input_features}, flags.classes,
+          flags.seed));
     case ModelKind::kCnn:
       return std::unique_ptr<Dataset>(std::make_unique<SyntheticDataset>(
           flags.dataset_size, std::vector<int64_t>{3, flags.image_size, flags.image_size},
@@ -110,10 +119,10 @@ Result<std::unique_ptr<Dataset>> MakeDataset(const TrainerFlags& flags) {
       if (error) return InvalidArgument("--data-file", "cannot read \"" + flags.data_file + "\"");
       const std::size_t record_bytes = RecordFileDataset::RecordBytes(flags.record_features);
       if (bytes == 0 || bytes % record_bytes != 0) {
-        return InvalidArgument("--data-file", "size " + std::to_string(bytes) +
-                                                  " is not a positive multiple of the record size " +
-                                                  std::to_string(record_bytes) +
-                                                  " (--record-features x 4 + 4)");
+        return InvalidArgument("--data-file",
+                               "size " + std::to_string(bytes) +
+                                   " is not a positive multiple of the record size " +
+                                   std::to_string(record_bytes) + " (--record-features x 4 + 4)");
       }
       return std::unique_ptr<Dataset>(std::make_unique<RecordFileDataset>(
           flags.data_file, flags.record_features, static_cast<int64_t>(bytes / record_bytes)));

@@ -2,10 +2,10 @@
 // synthetic task (each sample generated from its index) or a file of fixed-size records.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <memory>
 #include <span>
-
-#include <torch/torch.h>
 
 #include "operator/common/result.h"
 #include "trainer_image/trainer/trainer_flags.h"

@@ -1,16 +1,18 @@
 #include "trainer_image/trainer/gloo_collective.h"
 
+#include <torch/torch.h>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/torch.h>
 
 namespace fulcrum::trainer {
 namespace {
 
 Result<std::pair<std::string, int>> SplitAddress(const std::string& address) {
   const auto colon = address.rfind(':');
-  if (colon == std::string::npos) return InvalidArgument("rendezvous_address", "expected host:port");
+  if (colon == std::string::npos)
+    return InvalidArgument("rendezvous_address", "expected host:port");
   try {
     const int port = std::stoi(address.substr(colon + 1));
     if (port <= 0 || port > 65535) throw std::out_of_range("port");
@@ -28,10 +30,12 @@ class GlooCollective final : public Collective {
   int world_size() const override { return options_.world_size; }
 
   Status AllReduceSum(std::span<float> values) override {
-    return AllReduce(torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, torch::kFloat32));
+    return AllReduce(
+        torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, torch::kFloat32));
   }
   Status AllReduceSum(std::span<double> values) override {
-    return AllReduce(torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, torch::kFloat64));
+    return AllReduce(
+        torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, torch::kFloat64));
   }
   Status Broadcast(std::span<std::byte> bytes, int root) override {
     std::vector<at::Tensor> tensors = {
@@ -86,7 +90,7 @@ Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host,
     return std::unique_ptr<StoreServer>(new StoreServer(std::move(impl), address));
   } catch (const std::exception& error) {
     return InvalidArgument("--host", "cannot serve a TCPStore on " + host + ":" +
-                                          std::to_string(port) + ": " + error.what());
+                                         std::to_string(port) + ": " + error.what());
   }
 }
 
@@ -111,8 +115,9 @@ Result<std::unique_ptr<Collective>> ConnectGloo(const std::string& rendezvous_ad
                                                              options.world_size, group_options);
     return std::unique_ptr<Collective>(std::make_unique<GlooCollective>(std::move(group), options));
   } catch (const std::exception& error) {
-    return MakeError(ErrorCode::kUnavailable, "cannot form the Gloo group at " + rendezvous_address +
-                                                  " (" + prefix + "): " + error.what());
+    return MakeError(ErrorCode::kUnavailable, "cannot form the Gloo group at " +
+                                                  rendezvous_address + " (" + prefix +
+                                                  "): " + error.what());
   }
 }
 

@@ -9,7 +9,9 @@ namespace {
 
 std::atomic<int> stop_signal{0};  // set by SIGTERM/SIGINT; the loop checks it between steps
 
-extern "C" void OnStopSignal(int signal_number) { stop_signal.store(signal_number); }
+extern "C" void OnStopSignal(int signal_number) {
+  stop_signal.store(signal_number);
+}
 
 }  // namespace
 
@@ -21,8 +23,9 @@ int main(int argc, char** argv) {
   }
   auto flags = fulcrum::trainer::ParseTrainerFlags(args);
   if (!flags.ok()) {
-    std::cerr << fulcrum::trainer::kTrainerUsage << "fulcrum-trainer: error: "
-              << flags.error().field << ": " << flags.error().message << "\n";
+    std::cerr << fulcrum::trainer::kTrainerUsage
+              << "fulcrum-trainer: error: " << flags.error().field << ": " << flags.error().message
+              << "\n";
     return 2;
   }
   std::signal(SIGTERM, OnStopSignal);

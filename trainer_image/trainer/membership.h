@@ -34,14 +34,17 @@ class Membership {
 // One generation with fixed rank, world and batches; a failure cannot be recovered.
 class StaticMembership final : public Membership {
  public:
-  explicit StaticMembership(fulcrum::v1::Assignment assignment) : assignment_(std::move(assignment)) {}
+  explicit StaticMembership(fulcrum::v1::Assignment assignment)
+      : assignment_(std::move(assignment)) {}
   std::optional<fulcrum::v1::Assignment> WaitForGeneration(int64_t after,
                                                            std::chrono::milliseconds) override {
     if (after >= assignment_.generation()) return std::nullopt;
     return assignment_;
   }
   bool HasNewerGeneration(int64_t) override { return false; }
-  fulcrum::v1::Assignment PlanAt(const fulcrum::v1::Assignment& base, int64_t) override { return base; }
+  fulcrum::v1::Assignment PlanAt(const fulcrum::v1::Assignment& base, int64_t) override {
+    return base;
+  }
   std::optional<fulcrum::v1::Control> TakeControl() override { return std::nullopt; }
   std::optional<Error> Fatal() override { return std::nullopt; }
   void Report(const fulcrum::v1::StepReport&) override {}

@@ -14,18 +14,18 @@ struct MlpImpl : nn::Module {
       : first(register_module("first", nn::Linear(inputs, hidden))),
         second(register_module("second", nn::Linear(hidden, hidden))),
         out(register_module("out", nn::Linear(hidden, classes))) {}
-  torch::Tensor forward(torch::Tensor x) {
-    return out(torch::relu(second(torch::relu(first(x)))));
-  }
+  torch::Tensor forward(torch::Tensor x) { return out(torch::relu(second(torch::relu(first(x))))); }
   nn::Linear first, second, out;
 };
 TORCH_MODULE(Mlp);
 
 struct ResidualBlockImpl : nn::Module {
   explicit ResidualBlockImpl(int channels)
-      : conv1(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(channels, channels, 3).padding(1).bias(false)))),
+      : conv1(register_module(
+            "conv1", nn::Conv2d(nn::Conv2dOptions(channels, channels, 3).padding(1).bias(false)))),
         bn1(register_module("bn1", nn::BatchNorm2d(channels))),
-        conv2(register_module("conv2", nn::Conv2d(nn::Conv2dOptions(channels, channels, 3).padding(1).bias(false)))),
+        conv2(register_module(
+            "conv2", nn::Conv2d(nn::Conv2dOptions(channels, channels, 3).padding(1).bias(false)))),
         bn2(register_module("bn2", nn::BatchNorm2d(channels))) {}
   torch::Tensor forward(torch::Tensor x) {
     return torch::relu(x + bn2(conv2(torch::relu(bn1(conv1(x))))));
@@ -100,8 +100,8 @@ Result<std::unique_ptr<TrainingModel>> MakeModel(const TrainerFlags& flags) {
       return std::unique_ptr<TrainingModel>(std::make_unique<BuiltinModel<Mlp>>(
           Mlp(flags.input_features, flags.hidden, flags.classes)));
     case ModelKind::kCnn:
-      return std::unique_ptr<TrainingModel>(std::make_unique<BuiltinModel<SmallResNet>>(
-          SmallResNet(flags.hidden, flags.classes)));
+      return std::unique_ptr<TrainingModel>(
+          std::make_unique<BuiltinModel<SmallResNet>>(SmallResNet(flags.hidden, flags.classes)));
     case ModelKind::kTorchScript:
       try {
         torch::jit::Module module = torch::jit::load(flags.torchscript);

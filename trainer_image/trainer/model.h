@@ -2,10 +2,10 @@
 // TorchScript module. Each maps a batch of inputs to class logits.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <memory>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "operator/common/result.h"
 #include "trainer_image/trainer/trainer_flags.h"

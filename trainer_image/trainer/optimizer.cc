@@ -72,7 +72,8 @@ class Adam final : public Optimizer {
 
 std::unique_ptr<Optimizer> MakeOptimizer(const TrainerFlags& flags,
                                          const std::vector<torch::Tensor>& parameters) {
-  if (flags.optimizer == OptimizerKind::kAdam) return std::make_unique<Adam>(flags.learning_rate, parameters);
+  if (flags.optimizer == OptimizerKind::kAdam)
+    return std::make_unique<Adam>(flags.learning_rate, parameters);
   return std::make_unique<MomentumSgd>(flags.learning_rate, flags.momentum, parameters);
 }
 

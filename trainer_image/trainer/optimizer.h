@@ -2,10 +2,10 @@
 // broadcast to newcomers and checkpointed byte for byte (it survives membership changes).
 #pragma once
 
+#include <torch/torch.h>
+
 #include <memory>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "trainer_image/trainer/trainer_flags.h"
 

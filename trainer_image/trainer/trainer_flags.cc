@@ -75,7 +75,8 @@ Status Validate(const TrainerFlags& flags) {
   }
   if (flags.model == ModelKind::kTorchScript &&
       (flags.torchscript.empty() || flags.data_file.empty() || flags.record_features < 1)) {
-    return InvalidArgument("--model", "torchscript needs --torchscript, --data-file and --record-features");
+    return InvalidArgument("--model",
+                           "torchscript needs --torchscript, --data-file and --record-features");
   }
   if (flags.dataset_size < 1) return InvalidArgument("--dataset-size", "must be >= 1");
   if (flags.input_features < 1 || flags.hidden < 1 || flags.classes < 2 || flags.image_size < 4) {
@@ -83,7 +84,8 @@ Status Validate(const TrainerFlags& flags) {
                            "must be >= 1, >= 1, >= 2 and >= 4");
   }
   if (!(flags.learning_rate > 0.0)) return InvalidArgument("--lr", "must be > 0");
-  if (!(flags.momentum >= 0.0 && flags.momentum < 1.0)) return InvalidArgument("--momentum", "must be in [0, 1)");
+  if (!(flags.momentum >= 0.0 && flags.momentum < 1.0))
+    return InvalidArgument("--momentum", "must be in [0, 1)");
   if (flags.steps < 0) return InvalidArgument("--steps", "must be >= 0");
   if (flags.checkpoint_every < 0) return InvalidArgument("--checkpoint-every", "must be >= 0");
   if (flags.checkpoint_every > 0 && flags.checkpoint_dir.empty()) {
@@ -95,7 +97,8 @@ Status Validate(const TrainerFlags& flags) {
   if (!(flags.emulated_slowdown >= 1.0 && flags.emulated_slowdown <= 100.0)) {
     return InvalidArgument("--emulated-slowdown", "must be in [1, 100]");
   }
-  if (flags.collective_timeout_ms < 100) return InvalidArgument("--collective-timeout-ms", "must be >= 100");
+  if (flags.collective_timeout_ms < 100)
+    return InvalidArgument("--collective-timeout-ms", "must be >= 100");
   if (flags.bucket_elements < 1024) return InvalidArgument("--bucket-elements", "must be >= 1024");
   if (flags.threads < 1) return InvalidArgument("--threads", "must be >= 1");
   return Ok();
@@ -107,10 +110,15 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args) {
   TrainerFlags f;
   using Setter = std::function<Status(const std::string&, const std::string&)>;
   auto text = [](std::string* out) -> Setter {
-    return [out](const std::string&, const std::string& value) { *out = value; return Ok(); };
+    return [out](const std::string&, const std::string& value) {
+      *out = value;
+      return Ok();
+    };
   };
   auto number = [](auto* out) -> Setter {
-    return [out](const std::string& flag, const std::string& value) { return ParseNumber(flag, value, out); };
+    return [out](const std::string& flag, const std::string& value) {
+      return ParseNumber(flag, value, out);
+    };
   };
   const std::map<std::string, Setter> setters = {
       {"--job", text(&f.job)},
@@ -126,10 +134,14 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args) {
       {"--host", text(&f.host)},
       {"--model",
        [&](auto& flag, auto& v) -> Status {
-         if (v == "mlp") f.model = ModelKind::kMlp;
-         else if (v == "cnn") f.model = ModelKind::kCnn;
-         else if (v == "torchscript") f.model = ModelKind::kTorchScript;
-         else return InvalidArgument(flag, "must be mlp, cnn or torchscript");
+         if (v == "mlp")
+           f.model = ModelKind::kMlp;
+         else if (v == "cnn")
+           f.model = ModelKind::kCnn;
+         else if (v == "torchscript")
+           f.model = ModelKind::kTorchScript;
+         else
+           return InvalidArgument(flag, "must be mlp, cnn or torchscript");
          return Ok();
        }},
       {"--torchscript", text(&f.torchscript)},
@@ -144,9 +156,12 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args) {
       {"--seed", number(&f.seed)},
       {"--optimizer",
        [&](auto& flag, auto& v) -> Status {
-         if (v == "sgd") f.optimizer = OptimizerKind::kSgd;
-         else if (v == "adam") f.optimizer = OptimizerKind::kAdam;
-         else return InvalidArgument(flag, "must be sgd or adam");
+         if (v == "sgd")
+           f.optimizer = OptimizerKind::kSgd;
+         else if (v == "adam")
+           f.optimizer = OptimizerKind::kAdam;
+         else
+           return InvalidArgument(flag, "must be sgd or adam");
          return Ok();
        }},
       {"--lr", number(&f.learning_rate)},

@@ -15,22 +15,22 @@ enum class OptimizerKind { kSgd, kAdam };
 struct TrainerFlags {
   // Membership: a coordinator (normal), or a fixed group for tests and benchmarks.
   std::string job = "local";
-  std::string coordinator;   // host:port; empty selects the static group below
-  std::string token_file;    // file holding the job token (first line)
-  std::string pod;           // default: <hostname>-<pid>
-  std::string node;          // default: hostname
+  std::string coordinator;  // host:port; empty selects the static group below
+  std::string token_file;   // file holding the job token (first line)
+  std::string pod;          // default: <hostname>-<pid>
+  std::string node;         // default: hostname
   std::string gpu_product = "cpu";
-  int rank = 0;                  // static group only
-  int world_size = 1;            // static group only
-  std::string rendezvous;        // static group only: host:port; rank 0 serves the store there
-  std::vector<int> batches;      // static group only: every rank's local batch
+  int rank = 0;                    // static group only
+  int world_size = 1;              // static group only
+  std::string rendezvous;          // static group only: host:port; rank 0 serves the store there
+  std::vector<int> batches;        // static group only: every rank's local batch
   std::string host = "127.0.0.1";  // address this trainer's store and Gloo transport bind to
 
   // What is trained.
   ModelKind model = ModelKind::kMlp;
-  std::string torchscript;     // --model torchscript: module file (forward(x) -> logits)
-  std::string data_file;       // --model torchscript: file of fixed-size records
-  int record_features = 0;     // float32 features per record (then one int32 label)
+  std::string torchscript;      // --model torchscript: module file (forward(x) -> logits)
+  std::string data_file;        // --model torchscript: file of fixed-size records
+  int record_features = 0;      // float32 features per record (then one int32 label)
   int64_t dataset_size = 4096;  // synthetic datasets
   int input_features = 32;      // MLP input width
   int hidden = 64;              // MLP hidden width, CNN channels
@@ -48,11 +48,11 @@ struct TrainerFlags {
   int64_t checkpoint_every = 0;  // steps; 0 = only on SIGTERM / STOP
   int metrics_port = -1;         // -1 off, 0 any free port
   double emulated_slowdown = 1.0;
-  std::string slowdown_file;      // polled every step: a number replaces the slowdown
+  std::string slowdown_file;  // polled every step: a number replaces the slowdown
   int64_t collective_timeout_ms = 30000;
   int64_t bucket_elements = 1 << 20;
-  std::string sample_log;         // JSON lines of the sample indices of every committed step
-  int threads = 1;                // torch intra-op threads
+  std::string sample_log;  // JSON lines of the sample indices of every committed step
+  int threads = 1;         // torch intra-op threads
 };
 
 extern const char* const kTrainerUsage;

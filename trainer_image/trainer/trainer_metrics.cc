@@ -1,12 +1,12 @@
 #include "trainer_image/trainer/trainer_metrics.h"
 
-#include <cmath>
-
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <cmath>
 
 namespace fulcrum::trainer {
 

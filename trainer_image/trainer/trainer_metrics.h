@@ -12,7 +12,8 @@ class TrainerMetrics {
  public:
   // port -1: metrics off (every call is a no-op); 0: any free port.
   static Result<std::unique_ptr<TrainerMetrics>> Start(const std::string& host, int port,
-                                                       const std::string& job, const std::string& pod);
+                                                       const std::string& job,
+                                                       const std::string& pod);
   ~TrainerMetrics();
   int port() const;
 

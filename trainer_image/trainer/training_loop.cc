@@ -1,13 +1,12 @@
 #include "trainer_image/trainer/training_loop.h"
 
 #include <sys/resource.h>
+#include <torch/torch.h>
 
 #include <chrono>
 #include <fstream>
 #include <numeric>
 #include <thread>
-
-#include <torch/torch.h>
 
 #include "proto/support/json_log.h"
 #include "trainer_image/trainer/coordinator_link.h"
@@ -55,7 +54,8 @@ enum class GenerationEnd { kFinished, kLeft, kFellOut, kFatal };
 class Trainer {
  public:
   Trainer(TrainerFlags flags, const std::atomic<int>& stop_signal)
-      : flags_(std::move(flags)), stop_signal_(stop_signal),
+      : flags_(std::move(flags)),
+        stop_signal_(stop_signal),
         slowdown_(flags_.emulated_slowdown, flags_.slowdown_file) {}
 
   Status Init();
@@ -112,7 +112,8 @@ Status Trainer::Init() {
   std::size_t elements = 0;
   for (const torch::Tensor& parameter : parameters_) {
     if (parameter.scalar_type() != torch::kFloat32 || !parameter.is_contiguous()) {
-      return InvalidArgument("--torchscript", "every parameter must be a contiguous float32 tensor");
+      return InvalidArgument("--torchscript",
+                             "every parameter must be a contiguous float32 tensor");
     }
     elements += static_cast<std::size_t>(parameter.numel());
   }
@@ -130,29 +131,33 @@ Status Trainer::Init() {
       if (!progress.ok()) return progress.error();
       progress_ = *progress;
       log::Info("trainer", job(), "resumed from checkpoint",
-                {{"step", progress_.step}, {"cursor", progress_.cursor},
-                 {"checksum", Checksum(parameters_)}, {"dir", flags_.checkpoint_dir}});
+                {{"step", progress_.step},
+                 {"cursor", progress_.cursor},
+                 {"checksum", Checksum(parameters_)},
+                 {"dir", flags_.checkpoint_dir}});
     }
   }
   if (!flags_.sample_log.empty()) {
     sample_log_.open(flags_.sample_log, std::ios::app);
     if (!sample_log_) return InvalidArgument("--sample-log", "cannot open " + flags_.sample_log);
   }
-  Result<std::unique_ptr<TrainerMetrics>> metrics =
-      TrainerMetrics::Start(flags_.host == "127.0.0.1" ? "127.0.0.1" : "0.0.0.0", flags_.metrics_port, job(), flags_.pod);
+  Result<std::unique_ptr<TrainerMetrics>> metrics = TrainerMetrics::Start(
+      flags_.host == "127.0.0.1" ? "127.0.0.1" : "0.0.0.0", flags_.metrics_port, job(), flags_.pod);
   if (!metrics.ok()) return metrics.error();
   metrics_ = std::move(*metrics);
   if (flags_.emulated_slowdown != 1.0 || !flags_.slowdown_file.empty()) {
     log::Info("trainer", job(), "EMULATION: compute is slowed down artificially (tests/demos only)",
-              {{"emulation", true}, {"factor", flags_.emulated_slowdown}, {"file", flags_.slowdown_file}});
+              {{"emulation", true},
+               {"factor", flags_.emulated_slowdown},
+               {"file", flags_.slowdown_file}});
   }
 
   if (flags_.coordinator.empty()) {
     // A fixed group: rank 0 serves the store at the rendezvous address.
     if (flags_.rank == 0) {
       const auto colon = flags_.rendezvous.rfind(':');
-      Result<std::unique_ptr<StoreServer>> store =
-          StoreServer::Start(flags_.rendezvous.substr(0, colon), std::stoi(flags_.rendezvous.substr(colon + 1)));
+      Result<std::unique_ptr<StoreServer>> store = StoreServer::Start(
+          flags_.rendezvous.substr(0, colon), std::stoi(flags_.rendezvous.substr(colon + 1)));
       if (!store.ok()) return store.error();
       store_ = std::move(*store);
     }
@@ -173,7 +178,8 @@ Status Trainer::Init() {
     store_ = std::move(*store);
     std::ifstream token_file(flags_.token_file);
     std::string token;
-    if (!(token_file >> token)) return InvalidArgument("--token-file", "cannot read a token from " + flags_.token_file);
+    if (!(token_file >> token))
+      return InvalidArgument("--token-file", "cannot read a token from " + flags_.token_file);
     CoordinatorLinkOptions options;
     options.address = flags_.coordinator;
     options.hello.set_job(flags_.job);
@@ -186,20 +192,31 @@ Status Trainer::Init() {
     membership_ = std::make_unique<CoordinatorLink>(std::move(options));
   }
   log::Info("trainer", job(), "started",
-            {{"pod", flags_.pod}, {"parameters", gradients_.size()}, {"step", progress_.step},
-             {"metrics_port", metrics_->port()}, {"pid", static_cast<int>(getpid())}});
+            {{"pod", flags_.pod},
+             {"parameters", gradients_.size()},
+             {"step", progress_.step},
+             {"metrics_port", metrics_->port()},
+             {"pid", static_cast<int>(getpid())}});
   return Ok();
 }
 
 void Trainer::HandleControls() {
   while (std::optional<fulcrum::v1::Control> control = membership_->TakeControl()) {
     log::Info("trainer", job(), "control received",
-              {{"action", fulcrum::v1::Control::Action_Name(control->action())}, {"reason", control->reason()}});
+              {{"action", fulcrum::v1::Control::Action_Name(control->action())},
+               {"reason", control->reason()}});
     switch (control->action()) {
-      case fulcrum::v1::Control::CHECKPOINT: checkpoint_requested_ = true; break;
-      case fulcrum::v1::Control::STOP: stop_requested_ = true; break;
-      case fulcrum::v1::Control::DRAIN: drain_requested_ = true; break;
-      default: break;
+      case fulcrum::v1::Control::CHECKPOINT:
+        checkpoint_requested_ = true;
+        break;
+      case fulcrum::v1::Control::STOP:
+        stop_requested_ = true;
+        break;
+      case fulcrum::v1::Control::DRAIN:
+        drain_requested_ = true;
+        break;
+      default:
+        break;
     }
   }
 }
@@ -212,7 +229,8 @@ bool Trainer::WantsToLeave(int64_t generation) const {
 void Trainer::WriteCheckpointNow(const char* why) {
   if (flags_.checkpoint_dir.empty()) return;
   const std::string writer = flags_.pod + "." + std::to_string(getpid());
-  Status status = WriteCheckpoint(flags_.checkpoint_dir, writer, progress_.step, PackState(state_tensors_, progress_));
+  Status status = WriteCheckpoint(flags_.checkpoint_dir, writer, progress_.step,
+                                  PackState(state_tensors_, progress_));
   if (!status.ok()) {
     log::Error("trainer", job(), "checkpoint failed", {{"error", status.error().ToString()}});
     return;
@@ -223,9 +241,14 @@ void Trainer::WriteCheckpointNow(const char* why) {
 
 void Trainer::LogFinished(const char* why) {
   log::Info("trainer", job(), "finished",
-            {{"why", why}, {"step", progress_.step}, {"cursor", progress_.cursor},
-             {"checksum", Checksum(parameters_)}, {"loss", last_loss_}, {"pid", static_cast<int>(getpid())},
-             {"samples", totals_.samples}, {"step_seconds_total", totals_.step_seconds},
+            {{"why", why},
+             {"step", progress_.step},
+             {"cursor", progress_.cursor},
+             {"checksum", Checksum(parameters_)},
+             {"loss", last_loss_},
+             {"pid", static_cast<int>(getpid())},
+             {"samples", totals_.samples},
+             {"step_seconds_total", totals_.step_seconds},
              {"coordinator_seconds_total", totals_.coordinator_seconds}});
 }
 
@@ -251,7 +274,8 @@ int Trainer::Run() {
       LogFinished("steps done");
       return 0;
     }
-    std::optional<fulcrum::v1::Assignment> assignment = membership_->WaitForGeneration(generation, kWaitSlice);
+    std::optional<fulcrum::v1::Assignment> assignment =
+        membership_->WaitForGeneration(generation, kWaitSlice);
     if (!assignment) continue;
     generation = assignment->generation();
     membership_->SetProgress(generation, progress_.step);
@@ -279,13 +303,15 @@ Status Trainer::SyncState(Collective& collective) {
   int source = 0;
   for (std::size_t r = 0; r < world; ++r) {
     if (offers[world + r] != offers[world]) {
-      return InvalidArgument("--model", "trainers of this job disagree on the model or optimizer "
-                                        "(state sizes differ): start them with the same flags");
+      return InvalidArgument("--model",
+                             "trainers of this job disagree on the model or optimizer "
+                             "(state sizes differ): start them with the same flags");
     }
     if (offers[r] > offers[static_cast<std::size_t>(source)]) source = static_cast<int>(r);
   }
-  std::vector<std::byte> bytes = rank_ == source ? PackState(state_tensors_, progress_)
-                                                 : std::vector<std::byte>(PackedSize(state_tensors_));
+  std::vector<std::byte> bytes = rank_ == source
+                                     ? PackState(state_tensors_, progress_)
+                                     : std::vector<std::byte>(PackedSize(state_tensors_));
   if (Status status = collective.Broadcast(bytes, source); !status.ok()) return status;
   if (rank_ != source) {
     Result<Progress> progress = UnpackState(bytes, state_tensors_);
@@ -293,8 +319,11 @@ Status Trainer::SyncState(Collective& collective) {
     progress_ = *progress;
   }
   log::Info("trainer", job(), "state synchronised",
-            {{"source_rank", source}, {"rank", rank_}, {"step", progress_.step},
-             {"cursor", progress_.cursor}, {"checksum", Checksum(parameters_)}});
+            {{"source_rank", source},
+             {"rank", rank_},
+             {"step", progress_.step},
+             {"cursor", progress_.cursor},
+             {"checksum", Checksum(parameters_)}});
   return Ok();
 }
 
@@ -307,17 +336,23 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
     return GenerationEnd::kFellOut;
   }
   log::Info("trainer", job(), "joining generation",
-            {{"generation", assignment.generation()}, {"rank", rank_}, {"world_size", world},
-             {"rendezvous", assignment.rendezvous_address()}, {"reason", assignment.reason()}});
+            {{"generation", assignment.generation()},
+             {"rank", rank_},
+             {"world_size", world},
+             {"rendezvous", assignment.rendezvous_address()},
+             {"reason", assignment.reason()}});
   CollectiveOptions options;
   options.rank = rank_;
   options.world_size = world;
   options.interface_host = flags_.host;
   options.timeout = std::chrono::milliseconds(flags_.collective_timeout_ms);
-  const std::string prefix = "fulcrum/" + job() + "/gen-" + std::to_string(assignment.generation()) + "/";
-  Result<std::unique_ptr<Collective>> collective = ConnectGloo(assignment.rendezvous_address(), prefix, options);
+  const std::string prefix =
+      "fulcrum/" + job() + "/gen-" + std::to_string(assignment.generation()) + "/";
+  Result<std::unique_ptr<Collective>> collective =
+      ConnectGloo(assignment.rendezvous_address(), prefix, options);
   if (!collective.ok()) {
-    log::Warn("trainer", job(), "fell out: cannot form the group", {{"error", collective.error().ToString()}});
+    log::Warn("trainer", job(), "fell out: cannot form the group",
+              {{"error", collective.error().ToString()}});
     return GenerationEnd::kFellOut;
   }
   if (Status status = SyncState(**collective); !status.ok()) {
@@ -325,7 +360,8 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
       log::Error("trainer", job(), "cannot join", {{"error", status.error().ToString()}});
       return GenerationEnd::kFatal;
     }
-    log::Warn("trainer", job(), "fell out while synchronising state", {{"error", status.error().ToString()}});
+    log::Warn("trainer", job(), "fell out while synchronising state",
+              {{"error", status.error().ToString()}});
     return GenerationEnd::kFellOut;
   }
   fulcrum::v1::Assignment plan = assignment;
@@ -343,7 +379,8 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
     }
     if (!stay.ok()) {
       log::Warn("trainer", job(), "fell out: step aborted, state unchanged",
-                {{"step", progress_.step}, {"generation", assignment.generation()},
+                {{"step", progress_.step},
+                 {"generation", assignment.generation()},
                  {"error", stay.error().ToString()}});
       return GenerationEnd::kFellOut;
     }
@@ -366,10 +403,13 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     if (parameter.grad().defined()) parameter.mutable_grad().zero_();
   }
   double loss_sum = 0.0;
-  const int micro_steps = std::max(1, std::min(plan.accumulation_steps(), std::max(1, local_batch)));
+  const int micro_steps =
+      std::max(1, std::min(plan.accumulation_steps(), std::max(1, local_batch)));
   for (int micro = 0; micro < micro_steps && local_batch > 0; ++micro) {
-    const std::size_t begin = indices.size() * static_cast<std::size_t>(micro) / static_cast<std::size_t>(micro_steps);
-    const std::size_t end = indices.size() * static_cast<std::size_t>(micro + 1) / static_cast<std::size_t>(micro_steps);
+    const std::size_t begin =
+        indices.size() * static_cast<std::size_t>(micro) / static_cast<std::size_t>(micro_steps);
+    const std::size_t end = indices.size() * static_cast<std::size_t>(micro + 1) /
+                            static_cast<std::size_t>(micro_steps);
     Batch batch = dataset_->Get(std::span(indices).subspan(begin, end - begin));
     torch::Tensor loss = torch::nn::functional::cross_entropy(
         model_->Forward(batch.inputs), batch.targets,
@@ -379,7 +419,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   }
   const double factor = slowdown_.Current(job());
   if (factor > 1.0) {
-    std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1.0) * SecondsSince(start)));
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>((factor - 1.0) * SecondsSince(start)));
   }
   const double compute_seconds = SecondsSince(start);
 
@@ -387,7 +428,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   for (const torch::Tensor& parameter : parameters_) {
     const auto count = static_cast<std::size_t>(parameter.numel());
     if (parameter.grad().defined()) {
-      std::memcpy(gradients_.data() + offset, parameter.grad().contiguous().data_ptr<float>(), count * sizeof(float));
+      std::memcpy(gradients_.data() + offset, parameter.grad().contiguous().data_ptr<float>(),
+                  count * sizeof(float));
     } else {
       std::fill_n(gradients_.begin() + static_cast<std::ptrdiff_t>(offset), count, 0.0f);
     }
@@ -403,7 +445,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     const fulcrum::v1::Assignment next = membership_->PlanAt(base, progress_.step + 1);
     const fulcrum::v1::Assignment& chosen = next.batches_size() == world ? next : plan;
     control[ControlLayout::kAccumulation] = std::max(1, chosen.accumulation_steps());
-    for (int r = 0; r < world; ++r) control[ControlLayout::kPlan + static_cast<std::size_t>(r)] = chosen.batches(r);
+    for (int r = 0; r < world; ++r)
+      control[ControlLayout::kPlan + static_cast<std::size_t>(r)] = chosen.batches(r);
   }
   double coordinator_seconds = SecondsSince(plan_lookup_start);
 
@@ -411,7 +454,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   const auto bucket = static_cast<std::size_t>(flags_.bucket_elements);
   for (std::size_t begin = 0; begin < gradients_.size(); begin += bucket) {
     const std::size_t size = std::min(bucket, gradients_.size() - begin);
-    if (Status status = collective.AllReduceSum(std::span(gradients_).subspan(begin, size)); !status.ok()) {
+    if (Status status = collective.AllReduceSum(std::span(gradients_).subspan(begin, size));
+        !status.ok()) {
       return status.error();
     }
   }
@@ -424,8 +468,9 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     offset = 0;
     for (torch::Tensor& parameter : parameters_) {
       const auto count = static_cast<std::size_t>(parameter.numel());
-      torch::Tensor mean = torch::from_blob(gradients_.data() + offset, parameter.sizes(), torch::kFloat32)
-                               .div(static_cast<float>(global_batch));
+      torch::Tensor mean =
+          torch::from_blob(gradients_.data() + offset, parameter.sizes(), torch::kFloat32)
+              .div(static_cast<float>(global_batch));
       if (parameter.grad().defined()) {
         parameter.mutable_grad().copy_(mean);
       } else {
@@ -443,10 +488,15 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   const double step_seconds = SecondsSince(start);
 
   if (sample_log_.is_open()) {
-    sample_log_ << nlohmann::json{{"step", step}, {"generation", base.generation()}, {"rank", rank_},
-                                  {"batches", batches}, {"positions", {range->begin, range->end}},
-                                  {"step_seconds", step_seconds}, {"compute_seconds", compute_seconds},
-                                  {"indices", indices}}.dump()
+    sample_log_ << nlohmann::json{{"step", step},
+                                  {"generation", base.generation()},
+                                  {"rank", rank_},
+                                  {"batches", batches},
+                                  {"positions", {range->begin, range->end}},
+                                  {"step_seconds", step_seconds},
+                                  {"compute_seconds", compute_seconds},
+                                  {"indices", indices}}
+                       .dump()
                 << "\n";
     sample_log_.flush();
   }
@@ -469,7 +519,9 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   metrics_->ObserveStep(step_seconds, local_batch, last_loss_, base.generation(), progress_.step);
 
   std::vector<int> next(world);
-  for (int r = 0; r < world; ++r) next[static_cast<std::size_t>(r)] = static_cast<int>(control[ControlLayout::kPlan + static_cast<std::size_t>(r)]);
+  for (int r = 0; r < world; ++r)
+    next[static_cast<std::size_t>(r)] =
+        static_cast<int>(control[ControlLayout::kPlan + static_cast<std::size_t>(r)]);
   if (next != batches) {
     log::Info("trainer", job(), "new batches applied in place",
               {{"step", progress_.step}, {"batches", next}, {"rank", rank_}});
@@ -480,13 +532,20 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
 
   if (step % kLogEvery == 0) {
     log::Info("trainer", job(), "step",
-              {{"step", step}, {"generation", base.generation()}, {"rank", rank_}, {"local_batch", local_batch},
-               {"global_batch", global_batch}, {"loss", last_loss_}, {"compute_seconds", compute_seconds},
-               {"comm_seconds", comm_seconds}, {"step_seconds", step_seconds},
+              {{"step", step},
+               {"generation", base.generation()},
+               {"rank", rank_},
+               {"local_batch", local_batch},
+               {"global_batch", global_batch},
+               {"loss", last_loss_},
+               {"compute_seconds", compute_seconds},
+               {"comm_seconds", comm_seconds},
+               {"step_seconds", step_seconds},
                {"coordinator_seconds", coordinator_seconds},
                {"samples_per_second", step_seconds > 0 ? global_batch / step_seconds : 0.0}});
   }
-  const bool periodic = flags_.checkpoint_every > 0 && progress_.step % flags_.checkpoint_every == 0;
+  const bool periodic =
+      flags_.checkpoint_every > 0 && progress_.step % flags_.checkpoint_every == 0;
   if (rank_ == 0 && (periodic || control[ControlLayout::kCheckpoint] > 0)) {
     WriteCheckpointNow(periodic ? "periodic" : "requested");
   }

@@ -69,9 +69,11 @@ std::vector<std::byte> PackState(const std::vector<torch::Tensor>& tensors, Prog
   return bytes;
 }
 
-Result<Progress> UnpackState(std::span<const std::byte> bytes, const std::vector<torch::Tensor>& tensors) {
+Result<Progress> UnpackState(std::span<const std::byte> bytes,
+                             const std::vector<torch::Tensor>& tensors) {
   if (bytes.size() != PackedSize(tensors)) {
-    return InvalidArgument("state", "has " + std::to_string(bytes.size()) + " bytes, this model needs " +
+    return InvalidArgument("state", "has " + std::to_string(bytes.size()) +
+                                        " bytes, this model needs " +
                                         std::to_string(PackedSize(tensors)) +
                                         ": same --model and sizes on every trainer?");
   }
@@ -90,7 +92,8 @@ Result<Progress> UnpackState(std::span<const std::byte> bytes, const std::vector
 
 std::string Checksum(const std::vector<torch::Tensor>& tensors) {
   uint64_t hash = 1469598103934665603ULL;
-  for (const torch::Tensor& tensor : tensors) hash = Fnv1a(BytesOf(tensor.detach().contiguous()), hash);
+  for (const torch::Tensor& tensor : tensors)
+    hash = Fnv1a(BytesOf(tensor.detach().contiguous()), hash);
   char text[17];
   std::snprintf(text, sizeof text, "%016lx", static_cast<unsigned long>(hash));
   return text;
@@ -106,7 +109,8 @@ Status WriteCheckpoint(const std::string& directory, const std::string& writer, 
       std::filesystem::path(directory) / ("." + name + "." + writer + ".tmp");
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return InvalidArgument("--checkpoint-dir", "cannot write " + temporary.string() + ": " + std::strerror(errno));
+    return InvalidArgument("--checkpoint-dir",
+                           "cannot write " + temporary.string() + ": " + std::strerror(errno));
   }
   const uint64_t length = state.size();
   const uint64_t hash = Fnv1a(state);
@@ -114,14 +118,17 @@ Status WriteCheckpoint(const std::string& directory, const std::string& writer, 
   if (status.ok()) status = WriteAll(fd, std::as_bytes(std::span(&length, 1)));
   if (status.ok()) status = WriteAll(fd, state);
   if (status.ok()) status = WriteAll(fd, std::as_bytes(std::span(&hash, 1)));
-  if (status.ok() && ::fsync(fd) != 0) status = MakeError(ErrorCode::kUnavailable, std::strerror(errno));
+  if (status.ok() && ::fsync(fd) != 0)
+    status = MakeError(ErrorCode::kUnavailable, std::strerror(errno));
   ::close(fd);
   if (!status.ok()) {
     std::filesystem::remove(temporary, error);
     return status;
   }
   std::filesystem::rename(temporary, final_path, error);
-  if (error) return MakeError(ErrorCode::kUnavailable, "rename " + temporary.string() + ": " + error.message());
+  if (error)
+    return MakeError(ErrorCode::kUnavailable,
+                     "rename " + temporary.string() + ": " + error.message());
   if (const int dir = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
     ::fsync(dir);  // make the rename itself durable
     ::close(dir);
@@ -132,7 +139,8 @@ Status WriteCheckpoint(const std::string& directory, const std::string& writer, 
     if (auto found = StepOfCheckpoint(entry.path())) all.emplace_back(*found, entry.path());
   }
   std::sort(all.rbegin(), all.rend());
-  for (std::size_t i = kKeptCheckpoints; i < all.size(); ++i) std::filesystem::remove(all[i].second, error);
+  for (std::size_t i = kKeptCheckpoints; i < all.size(); ++i)
+    std::filesystem::remove(all[i].second, error);
   return Ok();
 }
 
@@ -149,10 +157,12 @@ Result<std::optional<std::vector<std::byte>>> ReadLatestCheckpoint(const std::st
     char magic[sizeof kMagic];
     uint64_t length = 0;
     if (!file.read(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof magic) != 0) continue;
-    if (!file.read(reinterpret_cast<char*>(&length), sizeof length) || length > (uint64_t{1} << 36)) continue;
+    if (!file.read(reinterpret_cast<char*>(&length), sizeof length) || length > (uint64_t{1} << 36))
+      continue;
     std::vector<std::byte> state(length);
     uint64_t hash = 0;
-    if (!file.read(reinterpret_cast<char*>(state.data()), static_cast<std::streamsize>(length))) continue;
+    if (!file.read(reinterpret_cast<char*>(state.data()), static_cast<std::streamsize>(length)))
+      continue;
     if (!file.read(reinterpret_cast<char*>(&hash), sizeof hash) || hash != Fnv1a(state)) continue;
     return std::optional<std::vector<std::byte>>(std::move(state));
   }

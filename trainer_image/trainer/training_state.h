@@ -3,14 +3,14 @@
 // checkpoints (atomically: write, fsync, rename).
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "operator/common/result.h"
 
@@ -23,7 +23,8 @@ struct Progress {
 
 std::vector<std::byte> PackState(const std::vector<torch::Tensor>& tensors, Progress progress);
 // Copies the bytes into `tensors` (same order, shapes and dtypes as packed).
-Result<Progress> UnpackState(std::span<const std::byte> bytes, const std::vector<torch::Tensor>& tensors);
+Result<Progress> UnpackState(std::span<const std::byte> bytes,
+                             const std::vector<torch::Tensor>& tensors);
 std::size_t PackedSize(const std::vector<torch::Tensor>& tensors);
 
 // FNV-1a over the tensors' bytes: equal on every rank iff the parameters are bit-identical.

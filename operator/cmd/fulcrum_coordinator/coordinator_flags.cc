@@ -41,18 +41,32 @@ Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& a
   JobConfig& job = flags.job_template;
   using Setter = std::function<Status(const std::string&, const std::string&)>;
   const std::map<std::string, Setter> setters = {
-      {"--listen", [&](auto&, auto& v) { flags.listen = v; return Ok(); }},
-      {"--job-token-file", [&](auto&, auto& v) { flags.job_token_file = v; return Ok(); }},
-      {"--state-file", [&](auto&, auto& v) { flags.state_file = v; return Ok(); }},
+      {"--listen",
+       [&](auto&, auto& v) {
+         flags.listen = v;
+         return Ok();
+       }},
+      {"--job-token-file",
+       [&](auto&, auto& v) {
+         flags.job_token_file = v;
+         return Ok();
+       }},
+      {"--state-file",
+       [&](auto&, auto& v) {
+         flags.state_file = v;
+         return Ok();
+       }},
       {"--global-batch", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.global_batch); }},
       {"--min-workers", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.min_workers); }},
       {"--max-workers", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.max_workers); }},
-      {"--interval-steps", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.interval_steps); }},
+      {"--interval-steps",
+       [&](auto& f, auto& v) { return ParseNumber(f, v, &job.interval_steps); }},
       {"--min-gain", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.min_gain); }},
       {"--seed", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.seed); }},
       {"--apply-lead-steps",
        [&](auto& f, auto& v) { return ParseNumber(f, v, &job.min_apply_lead_steps); }},
-      {"--leave-timeout-ms", [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.leave_timeout); }},
+      {"--leave-timeout-ms",
+       [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.leave_timeout); }},
       {"--heartbeat-timeout-ms",
        [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.heartbeat_timeout); }},
       {"--settle-ms", [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.settle); }},
@@ -73,7 +87,8 @@ Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& a
   }
   if (flags.listen.empty()) return InvalidArgument("--listen", "is required, e.g. 127.0.0.1:50051");
   if (flags.job_token_file.empty()) return InvalidArgument("--job-token-file", "is required");
-  if (job.global_batch < 1) return InvalidArgument("--global-batch", "is required and must be >= 1");
+  if (job.global_batch < 1)
+    return InvalidArgument("--global-batch", "is required and must be >= 1");
   job.name = "template";
   job.token = "template-token";
   if (Status status = ValidateJobConfig(job); !status.ok()) {

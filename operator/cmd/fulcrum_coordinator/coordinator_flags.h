@@ -12,8 +12,8 @@ namespace fulcrum::coordinator {
 struct CoordinatorFlags {
   std::string listen;
   std::string job_token_file;
-  std::string state_file;        // JSON snapshot of every job, rewritten twice a second
-  JobConfig job_template;        // everything but name and token, shared by all jobs
+  std::string state_file;  // JSON snapshot of every job, rewritten twice a second
+  JobConfig job_template;  // everything but name and token, shared by all jobs
 };
 
 extern const char* const kCoordinatorUsage;

@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
     fulcrum::coordinator::JobConfig config = flags->job_template;
     config.name = job;
     config.token = token;
-    if (auto status = (*server)->service().AddJob(config); !status.ok()) return Fail(status.error());
+    if (auto status = (*server)->service().AddJob(config); !status.ok())
+      return Fail(status.error());
   }
   fulcrum::log::Info("coordinator", "", "listening",
                      {{"port", (*server)->port()}, {"listen", flags->listen}});

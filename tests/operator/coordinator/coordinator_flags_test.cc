@@ -1,14 +1,15 @@
 // fulcrum-coordinator's command line: required flags and errors that name the flag.
-#include <gtest/gtest.h>
-
 #include "operator/cmd/fulcrum_coordinator/coordinator_flags.h"
+
+#include <gtest/gtest.h>
 
 namespace fulcrum::coordinator {
 namespace {
 
 TEST(CoordinatorFlags, ParsesAValidCommandLine) {
-  auto flags = ParseCoordinatorFlags({"--listen", "127.0.0.1:0", "--job-token-file", "t", "--global-batch",
-                                      "64", "--policy", "proportional", "--min-workers", "3"});
+  auto flags =
+      ParseCoordinatorFlags({"--listen", "127.0.0.1:0", "--job-token-file", "t", "--global-batch",
+                             "64", "--policy", "proportional", "--min-workers", "3"});
   ASSERT_TRUE(flags.ok()) << flags.error().ToString();
   EXPECT_EQ(flags->job_template.global_batch, 64);
   EXPECT_EQ(flags->job_template.min_workers, 3);
@@ -16,13 +17,19 @@ TEST(CoordinatorFlags, ParsesAValidCommandLine) {
 }
 
 TEST(CoordinatorFlags, NamesTheFlagThatIsWrong) {
-  EXPECT_EQ(ParseCoordinatorFlags({"--job-token-file", "t", "--global-batch", "8"}).error().field, "--listen");
-  EXPECT_EQ(ParseCoordinatorFlags({"--listen", "x:1", "--job-token-file", "t"}).error().field, "--global-batch");
-  EXPECT_EQ(ParseCoordinatorFlags({"--listen", "x:1", "--job-token-file", "t", "--global-batch", "8",
-                                   "--policy", "fastest"}).error().field,
+  EXPECT_EQ(ParseCoordinatorFlags({"--job-token-file", "t", "--global-batch", "8"}).error().field,
+            "--listen");
+  EXPECT_EQ(ParseCoordinatorFlags({"--listen", "x:1", "--job-token-file", "t"}).error().field,
+            "--global-batch");
+  EXPECT_EQ(ParseCoordinatorFlags({"--listen", "x:1", "--job-token-file", "t", "--global-batch",
+                                   "8", "--policy", "fastest"})
+                .error()
+                .field,
             "--policy");
-  EXPECT_EQ(ParseCoordinatorFlags({"--listen", "x:1", "--job-token-file", "t", "--global-batch", "8",
-                                   "--min-gain", "2"}).error().field,
+  EXPECT_EQ(ParseCoordinatorFlags({"--listen", "x:1", "--job-token-file", "t", "--global-batch",
+                                   "8", "--min-gain", "2"})
+                .error()
+                .field,
             "--min_gain");
   EXPECT_EQ(ParseCoordinatorFlags({"--nope", "1"}).error().field, "--nope");
 }

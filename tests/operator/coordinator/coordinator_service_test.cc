@@ -1,11 +1,10 @@
 // The coordinator's gRPC service in-process on loopback: membership over real streams, and
 // every kind of bad input answered with a status that says why, while other trainers go on.
-#include <gtest/gtest.h>
+#include "operator/coordinator/coordinator_service.h"
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/sync_stream.h>
-
-#include "operator/coordinator/coordinator_service.h"
+#include <gtest/gtest.h>
 
 namespace fulcrum::coordinator {
 namespace {
@@ -23,7 +22,8 @@ class Trainer {
     stream_ = stub_->Session(&context_);
   }
   bool Send(const TrainerMessage& message) { return stream_->Write(message); }
-  bool Hello(const std::string& pod, const std::string& job = "demo", const std::string& token = kToken) {
+  bool Hello(const std::string& pod, const std::string& job = "demo",
+             const std::string& token = kToken) {
     TrainerMessage message;
     fulcrum::v1::Hello& hello = *message.mutable_hello();
     hello.set_job(job);
@@ -108,7 +108,8 @@ TEST_F(CoordinatorServiceTest, WrongTokenIsUnauthenticated) {
   trainer.Hello("a", "demo", "not-the-token");
   const grpc::Status status = trainer.Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_NE(status.error_message().find("wrong token"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("wrong token"), std::string::npos)
+      << status.error_message();
 }
 
 TEST_F(CoordinatorServiceTest, UnknownJobIsNotFound) {
@@ -116,7 +117,8 @@ TEST_F(CoordinatorServiceTest, UnknownJobIsNotFound) {
   trainer.Hello("a", "no-such-job");
   const grpc::Status status = trainer.Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_NE(status.error_message().find("no-such-job"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("no-such-job"), std::string::npos)
+      << status.error_message();
 }
 
 TEST_F(CoordinatorServiceTest, FirstMessageMustBeAHello) {
@@ -139,7 +141,8 @@ TEST_F(CoordinatorServiceTest, MalformedFieldsAreNamed) {
     trainer.Send(message);  // no pod
     const grpc::Status status = trainer.Finish();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_NE(status.error_message().find("hello.pod"), std::string::npos) << status.error_message();
+    EXPECT_NE(status.error_message().find("hello.pod"), std::string::npos)
+        << status.error_message();
   }
   {
     Trainer trainer(channel_);
@@ -217,7 +220,8 @@ TEST_F(CoordinatorServiceTest, StaleGenerationIsRejectedWhileOthersKeepBeingServ
   a.Send(stale);
   const grpc::Status status = a.Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_NE(status.error_message().find("stale generation 1"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("stale generation 1"), std::string::npos)
+      << status.error_message();
 
   // The others are still served: a's departure forms generation 4 for b and c.
   auto to_b = b.NextAssignment();

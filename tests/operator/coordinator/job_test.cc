@@ -1,8 +1,9 @@
 // The per-job state machine with a hand-driven clock: membership, generations, timeouts,
 // reports feeding the balancer, and assignments that arrive ahead of the step they apply at.
+#include "operator/coordinator/job.h"
+
 #include <gtest/gtest.h>
 
-#include "operator/coordinator/job.h"
 #include "operator/coordinator/token_file.h"
 
 namespace fulcrum::coordinator {
@@ -82,7 +83,7 @@ TEST_F(JobTest, AClosedStreamLeavesAfterTheTimeoutAndTheRestFormANewGeneration) 
   Tick(200ms);
   job_->Disconnect("c", now_);
   EXPECT_TRUE(Tick(500ms).empty());  // may still reconnect
-  Tick(600ms);                        // left; generation pending
+  Tick(600ms);                       // left; generation pending
   const Outbox out = Tick(200ms);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].message.assignment().generation(), 2);

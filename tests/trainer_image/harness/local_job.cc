@@ -4,16 +4,24 @@
 
 namespace fulcrum::testing {
 
-std::string TrainerBinary() { return FULCRUM_TRAINER_BINARY; }
-std::string CoordinatorBinary() { return FULCRUM_COORDINATOR_BINARY; }
+std::string TrainerBinary() {
+  return FULCRUM_TRAINER_BINARY;
+}
+std::string CoordinatorBinary() {
+  return FULCRUM_COORDINATOR_BINARY;
+}
 
 LocalJob::LocalJob(const std::string& test_name, const std::vector<std::string>& coordinator_args)
     : directory_(FreshDirectory(test_name)) {
   WriteFile(directory_ + "/tokens", std::string(kTestJob) + " " + kTestToken + "\n");
   WriteFile(directory_ + "/token", std::string(kTestToken) + "\n");
-  std::vector<std::string> argv = {CoordinatorBinary(), "--listen", "127.0.0.1:0",
-                                   "--job-token-file", directory_ + "/tokens",
-                                   "--state-file", directory_ + "/state.json"};
+  std::vector<std::string> argv = {CoordinatorBinary(),
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--job-token-file",
+                                   directory_ + "/tokens",
+                                   "--state-file",
+                                   directory_ + "/state.json"};
   argv.insert(argv.end(), coordinator_args.begin(), coordinator_args.end());
   coordinator_ = std::make_unique<ChildProcess>(argv, directory_ + "/coordinator.log");
   WaitUntil(
@@ -27,10 +35,19 @@ LocalJob::LocalJob(const std::string& test_name, const std::vector<std::string>&
 }
 
 ChildProcess& LocalJob::StartTrainer(const std::string& pod, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {TrainerBinary(), "--coordinator", coordinator_address(),
-                                   "--token-file", directory_ + "/token", "--job", kTestJob,
-                                   "--pod", pod, "--sample-log", sample_log(pod),
-                                   "--collective-timeout-ms", "5000"};
+  std::vector<std::string> argv = {TrainerBinary(),
+                                   "--coordinator",
+                                   coordinator_address(),
+                                   "--token-file",
+                                   directory_ + "/token",
+                                   "--job",
+                                   kTestJob,
+                                   "--pod",
+                                   pod,
+                                   "--sample-log",
+                                   sample_log(pod),
+                                   "--collective-timeout-ms",
+                                   "5000"};
   argv.insert(argv.end(), args.begin(), args.end());
   auto child = std::make_unique<ChildProcess>(argv, trainer_log(pod));
   ChildProcess& reference = *child;
@@ -40,7 +57,8 @@ ChildProcess& LocalJob::StartTrainer(const std::string& pod, const std::vector<s
 
 int64_t LocalJob::LastStep(const std::string& pod) const {
   int64_t last = -1;
-  for (const auto& line : ReadJsonLines(sample_log(pod))) last = std::max<int64_t>(last, line["step"]);
+  for (const auto& line : ReadJsonLines(sample_log(pod)))
+    last = std::max<int64_t>(last, line["step"]);
   return last;
 }
 

@@ -28,7 +28,9 @@ class LocalJob {
   ChildProcess& StartTrainer(const std::string& pod, const std::vector<std::string>& args);
   ChildProcess& trainer(const std::string& pod) { return *trainers_.at(pod); }
   std::string trainer_log(const std::string& pod) const { return directory_ + "/" + pod + ".log"; }
-  std::string sample_log(const std::string& pod) const { return directory_ + "/" + pod + ".samples"; }
+  std::string sample_log(const std::string& pod) const {
+    return directory_ + "/" + pod + ".samples";
+  }
   // Steps committed by `pod` so far (from its sample log), -1 if none.
   int64_t LastStep(const std::string& pod) const;
   // Sends SIGTERM to every trainer and waits for them; true if all exited 0.
