@@ -2,10 +2,11 @@
 
 #include <unistd.h>
 
-#include <charconv>
 #include <functional>
 #include <map>
 #include <sstream>
+
+#include "proto/support/flag_parsing.h"
 
 namespace fulcrum::trainer {
 
@@ -24,15 +25,7 @@ const char* const kTrainerUsage =
 
 namespace {
 
-template <typename Number>
-Status ParseNumber(const std::string& flag, const std::string& text, Number* out) {
-  const char* end = text.data() + text.size();
-  const auto [ptr, error] = std::from_chars(text.data(), end, *out);
-  if (error != std::errc() || ptr != end) {
-    return InvalidArgument(flag, "expected a number, got \"" + text + "\"");
-  }
-  return Ok();
-}
+using flags::ParseNumber;
 
 Status ParseBool(const std::string& flag, const std::string& text, bool* out) {
   if (text != "true" && text != "false") return InvalidArgument(flag, "expected true or false");

@@ -1,8 +1,9 @@
 #include "operator/cmd/fulcrum_coordinator/coordinator_flags.h"
 
-#include <charconv>
 #include <functional>
 #include <map>
+
+#include "proto/support/flag_parsing.h"
 
 namespace fulcrum::coordinator {
 
@@ -16,15 +17,7 @@ const char* const kCoordinatorUsage =
 
 namespace {
 
-template <typename Number>
-Status ParseNumber(const std::string& flag, const std::string& text, Number* out) {
-  const char* end = text.data() + text.size();
-  const auto [ptr, error] = std::from_chars(text.data(), end, *out);
-  if (error != std::errc() || ptr != end) {
-    return InvalidArgument(flag, "expected a number, got \"" + text + "\"");
-  }
-  return Ok();
-}
+using flags::ParseNumber;
 
 Status ParseMilliseconds(const std::string& flag, const std::string& text,
                          std::chrono::milliseconds* out) {
