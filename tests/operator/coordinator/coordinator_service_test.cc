@@ -40,6 +40,7 @@ class Trainer {
     }
     return std::nullopt;
   }
+  bool Read(CoordinatorMessage* message) { return stream_->Read(message); }
   grpc::Status Finish() {
     stream_->WritesDone();
     CoordinatorMessage ignored;
@@ -101,6 +102,20 @@ TEST_F(CoordinatorServiceTest, GenerationsHaveDenseRanksAndRank0sRendezvous) {
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].generation, 2);
   EXPECT_EQ(jobs[0].members.size(), 2u);
+}
+
+TEST_F(CoordinatorServiceTest, ControlsReachEveryConnectedTrainer) {
+  Trainer trainer(channel_);
+  ASSERT_TRUE(trainer.Hello("a"));
+  ASSERT_TRUE(trainer.NextAssignment());
+  ASSERT_TRUE(server_->service().SendControl("demo", fulcrum::v1::Control::STOP, "job done").ok());
+  EXPECT_EQ(server_->service().SendControl("other", fulcrum::v1::Control::STOP, "").error().code,
+            ErrorCode::kNotFound);
+  CoordinatorMessage message;
+  ASSERT_TRUE(trainer.Read(&message));
+  ASSERT_TRUE(message.has_control());
+  EXPECT_EQ(message.control().action(), fulcrum::v1::Control::STOP);
+  EXPECT_EQ(message.control().reason(), "job done");
 }
 
 TEST_F(CoordinatorServiceTest, WrongTokenIsUnauthenticated) {
