@@ -6,7 +6,8 @@
 #
 # Starts a test cluster, creates N pods (default 10000) bound to kwok nodes,
 # waits for them to run, then runs each client R times (default 3),
-# alternating, each in a fresh process. Prints one JSON document with every
+# alternating, each in a fresh process. client-go runs twice per round: with
+# its default protobuf encoding, and with JSON (--json) as the C++ client uses. Prints one JSON document with every
 # run and the medians. Needs kube_informer_bench built in DIR
 # (default build-kube) and Go (GOTOOLCHAIN=local) for the baseline.
 set -euo pipefail
@@ -39,29 +40,36 @@ runs=()
 for ((round = 1; round <= rounds; round++)); do
   runs+=("$(FULCRUM_LOG_LEVEL=warning "$cpp_bench" sync --kubeconfig "$kubeconfig" --namespace bench)")
   runs+=("$("$go_bench" --kubeconfig "$kubeconfig" --namespace bench)")
-  echo "round $round: ${runs[-2]} ${runs[-1]}" >&2
+  runs+=("$("$go_bench" --kubeconfig "$kubeconfig" --namespace bench --json)")
+  echo "round $round: ${runs[-3]} ${runs[-2]} ${runs[-1]}" >&2
 done
 
 python3 - "$populate" "${runs[@]}" <<'PY'
 import json, statistics, sys
 populate = json.loads(sys.argv[1])
 runs = [json.loads(r) for r in sys.argv[2:]]
-def summary(prefix):
-    mine = [r for r in runs if r["client"].startswith(prefix)]
+def summary(prefix, wire=None):
+    mine = [r for r in runs if r["client"].startswith(prefix) and (wire is None or r.get("wire") == wire)]
     return {
         "runs": mine,
         "median_sync_seconds": statistics.median(r["sync_seconds"] for r in mine),
         "median_rss_mib": statistics.median(r["rss_kib"] for r in mine) / 1024,
         "median_peak_rss_mib": statistics.median(r["peak_rss_kib"] for r in mine) / 1024,
     }
-fulcrum, clientgo = summary("fulcrum"), summary("client-go")
+fulcrum = summary("fulcrum")
+protobuf = summary("client-go", "protobuf (client-go default)")
+json_wire = summary("client-go", "json")
+def ratios(baseline):
+    return {"rss": fulcrum["median_rss_mib"] / baseline["median_rss_mib"],
+            "sync": fulcrum["median_sync_seconds"] / baseline["median_sync_seconds"]}
 print(json.dumps({
     "benchmark": "informer initial sync on pods",
     "pods": populate,
     "fulcrum": fulcrum,
-    "client_go": clientgo,
-    "rss_ratio_fulcrum_over_client_go": fulcrum["median_rss_mib"] / clientgo["median_rss_mib"],
-    "sync_ratio_fulcrum_over_client_go": fulcrum["median_sync_seconds"] / clientgo["median_sync_seconds"],
+    "client_go_protobuf": protobuf,
+    "client_go_json": json_wire,
+    "fulcrum_over_client_go_protobuf": ratios(protobuf),
+    "fulcrum_over_client_go_json": ratios(json_wire),
     "goals": {"rss_ratio_at_most": 0.5, "sync_ratio_at_most": 1.0},
 }, indent=2))
 PY

@@ -1,5 +1,7 @@
 #include "operator/kube/api_client.h"
 
+#include "operator/kube/list_stream_decoder.h"
+
 namespace fulcrum::kube {
 namespace {
 
@@ -39,6 +41,46 @@ Result<ObjectList> ApiClient::ListPage(const ResourceType& type, std::string_vie
   if (auto metadata = body->find("metadata"); metadata != body->end() && metadata->is_object()) {
     list.resource_version = metadata->value("resourceVersion", "");
     list.continue_token = metadata->value("continue", "");
+  }
+  return list;
+}
+
+Result<ObjectList> ApiClient::ListPageStreaming(
+    const ResourceType& type, std::string_view ns, const ListOptions& options,
+    const std::function<void(nlohmann::json item)>& on_item) {
+  HttpRequest request;
+  request.path = CollectionPath(type, ns) + options.ToQuery();
+  auto body = rest_->Stream(request);
+  if (!body.ok()) return body.error();
+  ObjectList list;
+  bool bad_item = false;
+  ListStreamDecoder decoder(
+      [&](std::string_view text) {
+        nlohmann::json item = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (item.is_discarded()) {
+          bad_item = true;
+          return;
+        }
+        on_item(std::move(item));
+      },
+      [&](std::string_view text) {
+        const nlohmann::json metadata = nlohmann::json::parse(text, nullptr, false);
+        list.resource_version = StringField(metadata, "resourceVersion");
+        list.continue_token = StringField(metadata, "continue");
+      });
+  constexpr std::size_t kReadSize = 1024 * 1024;
+  constexpr std::size_t kWakeUpSize = 64 * 1024;  // a list is read in bulk: wake up less often
+  while (true) {
+    auto bytes = (*body)->ReadSome(kReadSize, kWakeUpSize);
+    if (!bytes.ok()) return bytes.error();
+    if (bytes->empty()) break;
+    decoder.Feed(*bytes);
+    if (bad_item)
+      return MakeError(ErrorCode::kInternal, "GET " + request.path + ": an item is not valid JSON");
+  }
+  if (!decoder.complete()) {
+    return MakeError(ErrorCode::kUnavailable,
+                     "GET " + request.path + ": the list response ended early");
   }
   return list;
 }

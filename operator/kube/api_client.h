@@ -3,6 +3,7 @@
 // values (NotFound, AlreadyExists, Conflict, Invalid with the field, ...).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -35,6 +36,12 @@ class ApiClient {
   // One page (honours options.limit and options.continue_token).
   Result<ObjectList> ListPage(const ResourceType& type, std::string_view ns,
                               const ListOptions& options);
+  // One page, handing each item to `on_item` as it is decoded from the
+  // response while it arrives; the whole response is never held. The
+  // returned list carries the version and continue token, no items.
+  Result<ObjectList> ListPageStreaming(const ResourceType& type, std::string_view ns,
+                                       const ListOptions& options,
+                                       const std::function<void(nlohmann::json item)>& on_item);
   // All pages, following continue tokens; the result's resource_version is the
   // first page's (a paginated list is one consistent snapshot). A 410 here
   // means the snapshot expired mid-way: list again.

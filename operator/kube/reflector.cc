@@ -89,24 +89,32 @@ Status Reflector::ListInto(std::stop_token stop) {
   options.label_selector = options_.label_selector;
   options.field_selector = options_.field_selector;
   options.limit = options_.page_size;
+  const bool from_cache = options_.initial_list_from_cache && LastSyncResourceVersion().empty();
+  // "0": any version the server has (written this way to dodge a GCC 12 -Wrestrict false positive).
+  if (from_cache) options.resource_version.assign(1, '0');
   std::vector<CachedObject> objects;
   std::string version;
-  // Page by page, converting as we go, so the parsed JSON of the whole list is
-  // never held at once.
+  // Items are converted as they are decoded from the response stream, so the
+  // JSON of the whole list is never held at once.
+  auto add = [&](nlohmann::json item) { objects.push_back(Cache(std::move(item))); };
   do {
     if (stop.stop_requested()) return Ok();
-    auto page = client_->ListPage(type_, namespace_, options);
+    auto page = client_->ListPageStreaming(type_, namespace_, options, add);
     if (!page.ok()) return page.error();
     if (version.empty()) version = page->resource_version;
-    objects.reserve(objects.size() + page->items.size());
-    for (auto& item : page->items) objects.push_back(Cache(std::move(item)));
     options.continue_token = page->continue_token;
+    options.resource_version.clear();  // a continued list keeps its first page's snapshot
   } while (!options.continue_token.empty());
   // Recorded first: whoever sees the sink synced also sees where it is synced to.
   SetLastVersion(version);
+  const std::size_t count = objects.size();
   sink_.Replace(std::move(objects), version);
   std::lock_guard lock(mutex_);
   ++stats_.lists;
+  log_.Debug("listed", {{"resource", type_.resource},
+                        {"objects", count},
+                        {"resource_version", version},
+                        {"from_cache", from_cache}});
   return Ok();
 }
 

@@ -36,7 +36,11 @@ class ReflectorSink {
 struct ReflectorOptions {
   std::string label_selector;
   std::string field_selector;
-  int page_size = 500;  // list in pages of this many objects
+  int page_size = 500;  // list in pages of this many objects (consistent reads)
+  // The first list asks for resourceVersion "0", which the API server answers
+  // from its watch cache in one response (as client-go does); later lists
+  // (after a 410 or an error) are consistent reads from etcd, in pages.
+  bool initial_list_from_cache = true;
   // Each watch asks the server to end it after a random time in [min, 2*min),
   // as client-go does, so that watches of many clients do not end together.
   std::chrono::seconds min_watch_timeout{300};

@@ -74,14 +74,14 @@ class CpprestResponseStream final : public ResponseStream {
       : response_(std::move(response)), body_(response_.body()), cancel_(std::move(cancel)) {}
   ~CpprestResponseStream() override { Cancel(); }
 
-  Result<std::string> ReadSome(std::size_t max) override {
+  Result<std::string> ReadSome(std::size_t max, std::size_t at_least) override {
     auto buffer = body_.streambuf();
-    // Take whatever has arrived; if nothing has, block for one byte. Asking
-    // for more than has arrived would wait for that many bytes, delaying
-    // events that are already here.
+    // Take whatever has arrived if it is enough; otherwise wait for
+    // `at_least` bytes (getn returns early at the end of the response).
     const std::size_t available =
         static_cast<std::size_t>(std::max<std::streamsize>(0, buffer.in_avail()));
-    std::string chunk(available > 0 ? std::min(available, max) : 1, '\0');
+    const std::size_t wanted = std::min(max, std::max<std::size_t>(1, at_least));
+    std::string chunk(available >= wanted ? std::min(available, max) : wanted, '\0');
     try {
       const std::size_t got =
           buffer.getn(reinterpret_cast<uint8_t*>(chunk.data()), chunk.size()).get();
@@ -90,7 +90,7 @@ class CpprestResponseStream final : public ResponseStream {
     } catch (const std::exception& e) {
       return MakeError(cancel_->get_token().is_canceled() ? ErrorCode::kDeadlineExceeded
                                                           : ErrorCode::kUnavailable,
-                       std::string("watch stream broke: ") + e.what());
+                       std::string("response stream broke: ") + e.what());
     }
   }
 

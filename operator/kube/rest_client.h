@@ -40,10 +40,12 @@ struct HttpRequest {
 class ResponseStream {
  public:
   virtual ~ResponseStream() = default;
-  // Blocks until some bytes arrive; returns them (at most `max`). An empty
-  // string means the server ended the response. An error means the connection
-  // broke or the stream was cancelled.
-  virtual Result<std::string> ReadSome(std::size_t max) = 0;
+  // Blocks until `at_least` bytes have arrived (or the response ended);
+  // returns what has arrived, at most `max`. An empty string means the server
+  // ended the response. An error means the connection broke or the stream was
+  // cancelled. Watches read with at_least = 1, so every event is seen as soon
+  // as it arrives; bulk reads ask for more, to wake up less often.
+  virtual Result<std::string> ReadSome(std::size_t max, std::size_t at_least = 1) = 0;
   // Callable from any thread: aborts the connection so ReadSome returns.
   virtual void Cancel() = 0;
 };

@@ -1,9 +1,11 @@
-// Newline-delimited JSON across arbitrary chunk boundaries, and the meaning of
+// Newline-delimited JSON and list responses across arbitrary chunk boundaries,
+// and the meaning of
 // each watch event type (ERROR with 410 becomes kExpired).
 #include <gtest/gtest.h>
 
 #include <deque>
 
+#include "operator/kube/list_stream_decoder.h"
 #include "operator/kube/ndjson_decoder.h"
 #include "operator/kube/watch_stream.h"
 
@@ -22,7 +24,7 @@ const std::string kThreeEvents =
 class ScriptedBody final : public ResponseStream {
  public:
   explicit ScriptedBody(std::deque<std::string> chunks) : chunks_(std::move(chunks)) {}
-  Result<std::string> ReadSome(std::size_t max) override {
+  Result<std::string> ReadSome(std::size_t max, std::size_t) override {
     if (chunks_.empty()) return std::string();
     std::string chunk = chunks_.front().substr(0, max);
     chunks_.front().erase(0, chunk.size());
@@ -90,6 +92,49 @@ TEST(WatchStream, AStreamCutInsideAnEventIsAnError) {
 TEST(WatchEvent, UnknownTypesAndNonJsonAreRejected) {
   EXPECT_FALSE(DecodeWatchEvent(R"({"type":"EXPLODED","object":{}})", "t").ok());
   EXPECT_FALSE(DecodeWatchEvent("not json", "t").ok());
+}
+
+}  // namespace
+}  // namespace fulcrum::kube
+
+namespace fulcrum::kube {
+namespace {
+
+// Braces and quotes inside strings, and keys named "items"/"metadata" below
+// the top level, must not confuse the splitter.
+const std::string kList =
+    R"json({"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"42","continue":"abc"},)json"
+    R"json("items":[{"metadata":{"name":"a"},"data":{"items":"[{\"x\":\"}\"}]","metadata":"{"}},)json"
+    R"json({"metadata":{"name":"b\"}"},"data":{}} , {"metadata":{"name":"c"},"list":[{"items":[1,2]}]}]})json";
+
+TEST(ListStreamDecoder, SplitsItemsAndMetadataForEveryChunking) {
+  for (std::size_t chunk = 1; chunk <= kList.size(); ++chunk) {
+    std::vector<std::string> names;
+    std::string version, token;
+    ListStreamDecoder decoder(
+        [&](std::string_view text) {
+          names.push_back(nlohmann::json::parse(text)["metadata"]["name"]);
+        },
+        [&](std::string_view text) {
+          const auto metadata = nlohmann::json::parse(text);
+          version = metadata["resourceVersion"];
+          token = metadata["continue"];
+        });
+    for (std::size_t at = 0; at < kList.size(); at += chunk)
+      decoder.Feed(std::string_view(kList).substr(at, chunk));
+    ASSERT_EQ(names, (std::vector<std::string>{"a", "b\"}", "c"})) << "chunk size " << chunk;
+    EXPECT_EQ(version, "42");
+    EXPECT_EQ(token, "abc");
+    EXPECT_TRUE(decoder.complete());
+  }
+}
+
+TEST(ListStreamDecoder, AnEmptyListHasNoItems) {
+  int items = 0;
+  ListStreamDecoder decoder([&](std::string_view) { ++items; }, [](std::string_view) {});
+  decoder.Feed(R"({"kind":"PodList","metadata":{"resourceVersion":"7"},"items":[]})");
+  EXPECT_EQ(items, 0);
+  EXPECT_TRUE(decoder.complete());
 }
 
 }  // namespace
