@@ -148,6 +148,10 @@ struct RestClient::Impl {
       return failure->error;
     } catch (const web::http::http_exception& e) {
       return TransportError(e, description, config);
+    } catch (const std::exception& e) {
+      // E.g. TLS material that OpenSSL rejects while setting up the connection.
+      return MakeError(ErrorCode::kUnavailable,
+                       description + " to " + config.server + " failed: " + e.what());
     }
   }
 
