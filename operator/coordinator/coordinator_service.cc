@@ -214,15 +214,14 @@ Result<CoordinatorService::SessionKey> CoordinatorService::Open(
                  "hello.token"};
   }
   SessionKey key{hello.job(), hello.pod()};
+  Outbox out;
+  if (Status status = job->second.Join(hello, Clock::now(), out); !status.ok()) {
+    return status.error();
+  }
   if (auto previous = sessions_.find(key); previous != sessions_.end()) {
     previous->second->Cancel();  // a reconnect replaces the stale stream
   }
   sessions_[key] = outlet;
-  Outbox out;
-  if (Status status = job->second.Join(hello, Clock::now(), out); !status.ok()) {
-    sessions_.erase(key);
-    return status.error();
-  }
   Deliver(key.job, out);
   return key;
 }

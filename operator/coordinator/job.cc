@@ -66,6 +66,13 @@ Job::Member* Job::Find(std::string_view pod) {
 Status Job::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out) {
   if (Member* known = Find(hello.pod())) {
     const bool same_process = known->hello.store_address() == hello.store_address();
+    if (known->connected && !same_process) {
+      return Error{ErrorCode::kAlreadyExists,
+                   "pod \"" + hello.pod() +
+                       "\" is already connected from another process: give every trainer its own "
+                       "--pod",
+                   "hello.pod"};
+    }
     known->connected = true;
     known->last_seen = now;
     if (same_process && known->rank >= 0) {

@@ -24,7 +24,7 @@ struct TrainerFlags {
   int world_size = 1;              // static group only
   std::string rendezvous;          // static group only: host:port; rank 0 serves the store there
   std::vector<int> batches;        // static group only: every rank's local batch
-  std::string host = "127.0.0.1";  // address this trainer's store and Gloo transport bind to
+  std::string host = "127.0.0.1";  // address its store, Gloo transport and metrics bind to
 
   // What is trained.
   ModelKind model = ModelKind::kMlp;

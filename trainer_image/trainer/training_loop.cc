@@ -141,8 +141,8 @@ Status Trainer::Init() {
     sample_log_.open(flags_.sample_log, std::ios::app);
     if (!sample_log_) return InvalidArgument("--sample-log", "cannot open " + flags_.sample_log);
   }
-  Result<std::unique_ptr<TrainerMetrics>> metrics = TrainerMetrics::Start(
-      flags_.host == "127.0.0.1" ? "127.0.0.1" : "0.0.0.0", flags_.metrics_port, job(), flags_.pod);
+  Result<std::unique_ptr<TrainerMetrics>> metrics =
+      TrainerMetrics::Start(flags_.host, flags_.metrics_port, job(), flags_.pod);
   if (!metrics.ok()) return metrics.error();
   metrics_ = std::move(*metrics);
   if (flags_.emulated_slowdown != 1.0 || !flags_.slowdown_file.empty()) {

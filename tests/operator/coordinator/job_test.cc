@@ -91,6 +91,18 @@ TEST_F(JobTest, AClosedStreamLeavesAfterTheTimeoutAndTheRestFormANewGeneration) 
   EXPECT_EQ(job_->Snapshot().members.size(), 2u);
 }
 
+TEST_F(JobTest, ASecondProcessWithTheSamePodNameIsRefused) {
+  Join("a");
+  fulcrum::v1::Hello twin = HelloFrom("a");
+  twin.set_store_address("elsewhere:1");
+  Outbox out;
+  const Status status = job_->Join(twin, now_, out);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_EQ(status.error().field, "hello.pod");
+  EXPECT_TRUE(job_->Join(HelloFrom("a"), now_, out).ok());  // the same process reconnecting
+}
+
 TEST_F(JobTest, ASilentTrainerIsRemovedAfterTheHeartbeatTimeout) {
   Join("a");
   Join("b");
