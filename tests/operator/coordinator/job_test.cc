@@ -21,7 +21,8 @@ fulcrum::v1::Hello HelloFrom(const std::string& pod) {
 
 class JobTest : public ::testing::Test {
  protected:
-  JobTest() {
+  JobTest() { job_ = std::make_unique<Job>(Job::Create(DefaultConfig()).value()); }
+  static JobConfig DefaultConfig() {
     JobConfig config;
     config.name = "demo";
     config.token = "secret-token";
@@ -32,7 +33,7 @@ class JobTest : public ::testing::Test {
     config.heartbeat_timeout = 5s;
     config.min_apply_lead_steps = 3;
     config.apply_lead_seconds = 0.0;
-    job_ = std::make_unique<Job>(Job::Create(config).value());
+    return config;
   }
   Outbox Tick(Clock::duration advance) {
     now_ += advance;
@@ -89,6 +90,29 @@ TEST_F(JobTest, AClosedStreamLeavesAfterTheTimeoutAndTheRestFormANewGeneration) 
   EXPECT_EQ(out[0].message.assignment().generation(), 2);
   EXPECT_EQ(out[0].message.assignment().world_size(), 2);
   EXPECT_EQ(job_->Snapshot().members.size(), 2u);
+}
+
+TEST_F(JobTest, TrainersBeyondMaxWorkersWaitAsSparesAndStepInWhenAMemberLeaves) {
+  JobConfig config = DefaultConfig();
+  config.max_workers = 2;
+  job_ = std::make_unique<Job>(Job::Create(config).value());
+  Join("a");
+  Join("b");
+  Join("c");
+  const Outbox first = Tick(200ms);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[1].message.assignment().world_size(), 2);
+  for (const MemberSnapshot& member : job_->Snapshot().members) {
+    EXPECT_EQ(member.rank, member.pod == "c" ? -1 : (member.pod == "a" ? 0 : 1));
+  }
+  job_->Disconnect("a", now_);
+  Tick(1100ms);
+  const Outbox second = Tick(200ms);
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(second[0].pod, "b");
+  EXPECT_EQ(second[1].pod, "c");
+  EXPECT_EQ(second[1].message.assignment().rank(), 1);
+  EXPECT_EQ(second[1].message.assignment().generation(), 2);
 }
 
 TEST_F(JobTest, ASecondProcessWithTheSamePodNameIsRefused) {
