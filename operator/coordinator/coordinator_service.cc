@@ -74,6 +74,7 @@ Status ValidateHello(const fulcrum::v1::Hello& hello) {
   }
   if (hello.gpu_memory() < 0) return InvalidArgument("hello.gpu_memory", "must be >= 0");
   if (hello.step() < 0) return InvalidArgument("hello.step", "must be >= 0");
+  if (hello.generation() < 0) return InvalidArgument("hello.generation", "must be >= 0");
   return Ok();
 }
 

@@ -90,6 +90,9 @@ Status Job::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox&
     ScheduleGeneration(now, "restarted: " + hello.pod(), /*force=*/true);
     return Ok();
   }
+  // After a coordinator restart, trainers still train in generations numbered by the old
+  // one: continue above them, so the next generation is recognisably newer to everyone.
+  generation_ = std::max(generation_, hello.generation());
   Member member;
   member.hello = hello;
   member.join_sequence = next_join_sequence_++;
@@ -228,19 +231,17 @@ void Job::SendAssignments(int64_t apply_at_step, const std::string& reason, Outb
   }
 }
 
-Status Job::CheckReportGeneration(const Member& member, int64_t generation) const {
+Status Job::CheckReportGeneration(int64_t generation) const {
   if (generation > generation_) {
     return InvalidArgument("step_report.generation",
                            "generation " + std::to_string(generation) +
                                " was never announced; the current one is " +
                                std::to_string(generation_));
   }
-  if (generation < generation_ - 1 || (generation < generation_ && member.rank < 0) ||
-      (generation == generation_ && member.rank < 0)) {
+  if (generation < generation_ - 1) {
     return Error{ErrorCode::kFailedPrecondition,
                  "stale generation " + std::to_string(generation) + " (current is " +
-                     std::to_string(generation_) +
-                     "): this trainer is not a member of it; follow the latest Assignment",
+                     std::to_string(generation_) + "): follow the latest Assignment",
                  "step_report.generation"};
   }
   return Ok();
@@ -252,10 +253,10 @@ Status Job::Report(std::string_view pod, const fulcrum::v1::StepReport& report,
   if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
   member->last_seen = now;
   if (Status status = ValidateReport(report); !status.ok()) return status;
-  if (Status status = CheckReportGeneration(*member, report.generation()); !status.ok()) {
-    return status;
-  }
-  if (report.generation() < generation_) return Ok();  // in flight while the generation changed
+  if (Status status = CheckReportGeneration(report.generation()); !status.ok()) return status;
+  // In flight while the generation changed, or from a trainer that is not (yet) a member of
+  // the current generation, e.g. one still training after this coordinator restarted.
+  if (report.generation() < generation_ || member->rank < 0) return Ok();
   member->last_report = report;
   balancer::StepReport observation;
   observation.worker_id = std::string(pod);

@@ -72,7 +72,7 @@ class Job {
   Status DecidePlan(int64_t step, std::string* reason);
   void SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out);
   double IdealSamplesPerSecond() const;
-  Status CheckReportGeneration(const Member& member, int64_t generation) const;
+  Status CheckReportGeneration(int64_t generation) const;
 
   JobConfig config_;
   balancer::Controller controller_;

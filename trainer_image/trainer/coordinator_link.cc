@@ -70,6 +70,7 @@ void CoordinatorLink::SessionLoop(std::stop_token stop) {
     {
       std::lock_guard lock(mutex_);
       hello.mutable_hello()->set_step(step_);
+      hello.mutable_hello()->set_generation(generation_);
       context_ = &context;
       stream_ = stream.get();
     }

@@ -12,26 +12,40 @@ std::string CoordinatorBinary() {
 }
 
 LocalJob::LocalJob(const std::string& test_name, const std::vector<std::string>& coordinator_args)
-    : directory_(FreshDirectory(test_name)) {
+    : directory_(FreshDirectory(test_name)), coordinator_args_(coordinator_args) {
   WriteFile(directory_ + "/tokens", std::string(kTestJob) + " " + kTestToken + "\n");
   WriteFile(directory_ + "/token", std::string(kTestToken) + "\n");
+  StartCoordinator("127.0.0.1:0");
+}
+
+void LocalJob::StartCoordinator(const std::string& listen) {
+  const std::string log = directory_ + "/coordinator.log";
+  const std::size_t previous_starts = ReadJsonLines(log, "listening").size();
   std::vector<std::string> argv = {CoordinatorBinary(),
                                    "--listen",
-                                   "127.0.0.1:0",
+                                   listen,
                                    "--job-token-file",
                                    directory_ + "/tokens",
                                    "--state-file",
                                    directory_ + "/state.json"};
-  argv.insert(argv.end(), coordinator_args.begin(), coordinator_args.end());
-  coordinator_ = std::make_unique<ChildProcess>(argv, directory_ + "/coordinator.log");
+  argv.insert(argv.end(), coordinator_args_.begin(), coordinator_args_.end());
+  coordinator_ = std::make_unique<ChildProcess>(argv, log);
+  port_ = 0;
   WaitUntil(
       [&] {
-        for (const auto& line : ReadJsonLines(directory_ + "/coordinator.log", "listening")) {
-          port_ = line.value("port", 0);
-        }
+        const auto started = ReadJsonLines(log, "listening");
+        if (started.size() > previous_starts) port_ = started.back().value("port", 0);
         return port_ > 0 || !coordinator_->Running();
       },
       std::chrono::seconds(30));
+}
+
+bool LocalJob::RestartCoordinator() {
+  const int port = port_;
+  coordinator_->Signal(SIGTERM);
+  if (!coordinator_->Wait(std::chrono::seconds(30))) return false;
+  StartCoordinator("127.0.0.1:" + std::to_string(port));
+  return port_ == port;
 }
 
 ChildProcess& LocalJob::StartTrainer(const std::string& pod, const std::vector<std::string>& args) {

@@ -23,6 +23,8 @@ class LocalJob {
   bool coordinator_ready() const { return port_ > 0; }
   std::string coordinator_address() const { return "127.0.0.1:" + std::to_string(port_); }
 
+  // Stops the coordinator (SIGTERM) and starts a new one on the same port and flags.
+  bool RestartCoordinator();
   // Starts a trainer named `pod` in coordinator mode; its log is <dir>/<pod>.log and its
   // sample log <dir>/<pod>.samples.
   ChildProcess& StartTrainer(const std::string& pod, const std::vector<std::string>& args);
@@ -38,6 +40,8 @@ class LocalJob {
 
  private:
   std::string directory_;
+  void StartCoordinator(const std::string& listen);
+  std::vector<std::string> coordinator_args_;
   std::unique_ptr<ChildProcess> coordinator_;
   int port_ = 0;
   std::map<std::string, std::unique_ptr<ChildProcess>> trainers_;
