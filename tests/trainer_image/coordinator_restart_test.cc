@@ -10,12 +10,6 @@
 namespace fulcrum::testing {
 namespace {
 
-int64_t LastGeneration(const LocalJob& job, const std::string& pod) {
-  int64_t generation = 0;
-  for (const auto& line : ReadJsonLines(job.sample_log(pod))) generation = line["generation"];
-  return generation;
-}
-
 TEST(TrainerCoordinatorRestart, TrainingContinuesAcrossACoordinatorRestart) {
   LocalJob job("coordinator-restart",
                {"--global-batch", "24", "--min-workers", "2", "--settle-ms", "200"});
@@ -25,15 +19,14 @@ TEST(TrainerCoordinatorRestart, TrainingContinuesAcrossACoordinatorRestart) {
   job.StartTrainer("b", args);
   ASSERT_TRUE(WaitUntil([&] { return job.LastStep("a") >= 15; }, std::chrono::seconds(120)))
       << ReadFile(job.trainer_log("a"));
-  const int64_t generation_before = LastGeneration(job, "a");
+  const int64_t generation_before = job.LastGeneration("a");
   const int64_t step_before = job.LastStep("a");
   ASSERT_TRUE(job.RestartCoordinator()) << ReadFile(job.directory() + "/coordinator.log");
 
   ASSERT_TRUE(WaitUntil(
       [&] {
-        return LastGeneration(job, "a") > generation_before &&
-               LastGeneration(job, "b") > generation_before &&
-               job.LastStep("a") >= step_before + 15;
+        return job.LastGeneration("a") > generation_before &&
+               job.LastGeneration("b") > generation_before && job.LastStep("a") >= step_before + 15;
       },
       std::chrono::seconds(120)))
       << ReadFile(job.trainer_log("a")) << ReadFile(job.directory() + "/coordinator.log");

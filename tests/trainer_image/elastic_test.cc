@@ -11,12 +11,6 @@
 namespace fulcrum::testing {
 namespace {
 
-int64_t LastGeneration(const LocalJob& job, const std::string& pod) {
-  int64_t generation = 0;
-  for (const auto& line : ReadJsonLines(job.sample_log(pod))) generation = line["generation"];
-  return generation;
-}
-
 TEST(TrainerElastic, SurvivorsContinueAfterKillNineAndANewcomerJoinsWithTheSameParameters) {
   LocalJob job("elastic", {"--global-batch", "32", "--min-workers", "4", "--settle-ms", "200",
                            "--leave-timeout-ms", "1000"});
@@ -27,13 +21,13 @@ TEST(TrainerElastic, SurvivorsContinueAfterKillNineAndANewcomerJoinsWithTheSameP
   ASSERT_TRUE(WaitUntil([&] { return job.LastStep("d") >= 20; }, std::chrono::seconds(120)))
       << ReadFile(job.trainer_log("d"));
 
-  const int64_t killed_generation = LastGeneration(job, "d");
+  const int64_t killed_generation = job.LastGeneration("d");
   const int64_t killed_at = job.LastStep("d");
   job.trainer("d").Signal(SIGKILL);
   ASSERT_TRUE(WaitUntil(
       [&] {
         for (const std::string& pod : survivors) {
-          if (LastGeneration(job, pod) <= killed_generation || job.LastStep(pod) < killed_at + 10)
+          if (job.LastGeneration(pod) <= killed_generation || job.LastStep(pod) < killed_at + 10)
             return false;
         }
         return true;

@@ -101,7 +101,7 @@ Status Validate(const TrainerFlags& flags) {
 
 Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args) {
   TrainerFlags f;
-  using Setter = std::function<Status(const std::string&, const std::string&)>;
+  using Setter = flags::FlagSetter;
   auto text = [](std::string* out) -> Setter {
     return [out](const std::string&, const std::string& value) {
       *out = value;
@@ -170,13 +170,7 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args) {
       {"--sample-log", text(&f.sample_log)},
       {"--threads", number(&f.threads)},
   };
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const auto setter = setters.find(args[i]);
-    if (setter == setters.end()) return InvalidArgument(args[i], "unknown flag; see --help");
-    if (i + 1 >= args.size()) return InvalidArgument(args[i], "needs a value");
-    if (Status status = setter->second(args[i], args[i + 1]); !status.ok()) return status.error();
-    ++i;
-  }
+  if (Status status = flags::ApplyFlags(args, setters); !status.ok()) return status.error();
   if (f.node.empty()) f.node = Hostname();
   if (f.pod.empty()) f.pod = Hostname() + "-" + std::to_string(getpid());
   if (Status status = Validate(f); !status.ok()) return status.error();

@@ -32,7 +32,7 @@ Status ParseMilliseconds(const std::string& flag, const std::string& text,
 Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& args) {
   CoordinatorFlags flags;
   JobConfig& job = flags.job_template;
-  using Setter = std::function<Status(const std::string&, const std::string&)>;
+  using Setter = flags::FlagSetter;
   const std::map<std::string, Setter> setters = {
       {"--listen",
        [&](auto&, auto& v) {
@@ -71,13 +71,7 @@ Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& a
          return Ok();
        }},
   };
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const auto setter = setters.find(args[i]);
-    if (setter == setters.end()) return InvalidArgument(args[i], "unknown flag; see --help");
-    if (i + 1 >= args.size()) return InvalidArgument(args[i], "needs a value");
-    if (Status status = setter->second(args[i], args[i + 1]); !status.ok()) return status.error();
-    ++i;
-  }
+  if (Status status = flags::ApplyFlags(args, setters); !status.ok()) return status.error();
   if (flags.listen.empty()) return InvalidArgument("--listen", "is required, e.g. 127.0.0.1:50051");
   if (flags.job_token_file.empty()) return InvalidArgument("--job-token-file", "is required");
   if (job.global_batch < 1)

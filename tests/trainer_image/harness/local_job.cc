@@ -76,6 +76,12 @@ int64_t LocalJob::LastStep(const std::string& pod) const {
   return last;
 }
 
+int64_t LocalJob::LastGeneration(const std::string& pod) const {
+  int64_t generation = 0;
+  for (const auto& line : ReadJsonLines(sample_log(pod))) generation = line["generation"];
+  return generation;
+}
+
 bool LocalJob::StopTrainers(std::chrono::milliseconds timeout) {
   for (auto& [pod, trainer] : trainers_) trainer->Signal(SIGTERM);
   bool clean = true;

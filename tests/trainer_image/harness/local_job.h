@@ -33,6 +33,8 @@ class LocalJob {
   std::string sample_log(const std::string& pod) const {
     return directory_ + "/" + pod + ".samples";
   }
+  // Generation of `pod`'s last committed step, 0 if none.
+  int64_t LastGeneration(const std::string& pod) const;
   // Steps committed by `pod` so far (from its sample log), -1 if none.
   int64_t LastStep(const std::string& pod) const;
   // Sends SIGTERM to every trainer and waits for them; true if all exited 0.
