@@ -3,7 +3,7 @@
 #include <chrono>
 #include <utility>
 
-#include "proto/support/json_log.h"
+#include "operator/common/log.h"
 
 namespace fulcrum::coordinator {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "operator/balancer/planner.h"
-#include "proto/support/json_log.h"
+#include "operator/common/log.h"
 
 namespace fulcrum::coordinator {
 namespace {

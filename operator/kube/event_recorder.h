@@ -22,7 +22,7 @@
 
 #include "operator/kube/api_client.h"
 #include "operator/kube/clock.h"
-#include "operator/kube/log.h"
+#include "operator/common/log.h"
 #include "operator/kube/token_bucket.h"
 
 namespace fulcrum::kube {
@@ -78,7 +78,7 @@ class EventRecorder {
 
   std::shared_ptr<ApiClient> client_;
   EventRecorderOptions options_;
-  Logger log_{"kube.events"};
+  log::Logger log_{"kube.events"};
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -76,7 +76,7 @@ class Informer final : private ReflectorSink {
   InformerOptions options_;
   Store store_;
   Reflector reflector_;
-  Logger log_{"kube.informer"};
+  log::Logger log_{"kube.informer"};
 
   std::mutex dispatch_mutex_;  // one notification at a time; guards handlers_
   std::vector<ResourceEventHandler> handlers_;

@@ -19,7 +19,7 @@
 #include "operator/common/result.h"
 #include "operator/kube/api_client.h"
 #include "operator/kube/clock.h"
-#include "operator/kube/log.h"
+#include "operator/common/log.h"
 
 namespace fulcrum::kube {
 
@@ -68,7 +68,7 @@ class LeaderElector {
 
   std::shared_ptr<ApiClient> client_;
   LeaderElectionConfig config_;
-  Logger log_{"kube.leader-election"};
+  log::Logger log_{"kube.leader-election"};
   std::mt19937_64 random_;
 
   mutable std::mutex mutex_;

@@ -18,7 +18,7 @@
 #include "operator/kube/backoff.h"
 #include "operator/kube/cached_object.h"
 #include "operator/kube/clock.h"
-#include "operator/kube/log.h"
+#include "operator/common/log.h"
 
 namespace fulcrum::kube {
 
@@ -88,7 +88,7 @@ class Reflector {
   std::string namespace_;
   ReflectorOptions options_;
   ReflectorSink& sink_;
-  Logger log_;
+  log::Logger log_;
   std::mt19937_64 random_;
 
   mutable std::mutex mutex_;  // guards last_version_ and stats_

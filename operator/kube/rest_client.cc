@@ -7,7 +7,7 @@
 
 #include "operator/kube/api_error.h"
 #include "operator/kube/bearer_token_source.h"
-#include "operator/kube/log.h"
+#include "operator/common/log.h"
 #include "operator/kube/token_bucket.h"
 
 namespace fulcrum::kube {
@@ -111,7 +111,7 @@ struct RestClient::Impl {
   std::unique_ptr<http_client> stream_client;  // watches: long idle timeout
   std::unique_ptr<BearerTokenSource> token;
   std::unique_ptr<TokenBucket> limiter;
-  Logger log{"kube.rest"};
+  log::Logger log{"kube.rest"};
 
   web::http::http_request Build(const HttpRequest& request) {
     web::http::http_request http{request.method};

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "proto/support/json_log.h"
+#include "operator/common/log.h"
 
 namespace fulcrum::trainer {
 namespace {

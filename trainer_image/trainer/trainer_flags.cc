@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "proto/support/flag_parsing.h"
+#include "operator/common/flag_parsing.h"
 
 namespace fulcrum::trainer {
 
