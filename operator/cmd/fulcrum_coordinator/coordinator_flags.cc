@@ -3,7 +3,7 @@
 #include <functional>
 #include <map>
 
-#include "proto/support/flag_parsing.h"
+#include "operator/common/flag_parsing.h"
 
 namespace fulcrum::coordinator {
 
