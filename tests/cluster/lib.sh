@@ -33,22 +33,13 @@ stop_component() {
   rm -f "$pidfile"
 }
 
-# wait_until_or_fail SECONDS COMMAND...: like wait_until, but COMMAND runs in this
-# shell, so it may exit the script itself (fail fast when a component died).
-wait_until_or_fail() {
+# wait_until SECONDS COMMAND...: polls COMMAND until it succeeds; false on timeout.
+# COMMAND runs in this shell, so it may exit the script itself (fail fast when a
+# component died); it is responsible for its own output.
+wait_until() {
   local deadline=$((SECONDS + $1)); shift
   until "$@"; do
     ((SECONDS < deadline)) || return 1
     sleep 0.3
   done
-}
-
-# wait_until SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds.
-wait_until() {
-  local deadline=$((SECONDS + $1)) what=$2; shift 2
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.3
-  done
-  return 0
 }
