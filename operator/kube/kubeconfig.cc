@@ -26,13 +26,15 @@ Result<std::string> ReadWholeFile(const fs::path& path, const std::string& field
 }
 
 Result<std::string> DecodeBase64(const std::string& text, const std::string& field) {
+  const Error invalid = InvalidArgument(field, "is not valid base64; paste the PEM file through `base64 -w0`");
+  std::vector<unsigned char> bytes;
   try {
-    const std::vector<unsigned char> bytes = utility::conversions::from_base64(text);
-    if (bytes.empty() && !text.empty()) throw std::runtime_error("empty");
-    return std::string(bytes.begin(), bytes.end());
+    bytes = utility::conversions::from_base64(text);
   } catch (const std::exception&) {
-    return InvalidArgument(field, "is not valid base64; paste the PEM file through `base64 -w0`");
+    return invalid;
   }
+  if (bytes.empty() && !text.empty()) return invalid;
+  return std::string(bytes.begin(), bytes.end());
 }
 
 // A named entry (clusters[], users[], contexts[]) of a kubeconfig.
