@@ -1,30 +1,34 @@
 #!/usr/bin/env python3
 """Benchmark of the whole training system on loopback, with EMULATED heterogeneity.
 
-  bench/trainer/trainer_bench.py [--build-dir DIR] [--steps 200] [--global-batch 96]
+  bench/trainer/trainer_bench.py [--build-dir DIR] [--steps 150] [--global-batch 96]
+                                 [--image-size 32] [--rounds 3]
 
-Three fulcrum-trainer processes at emulated slowdowns 1, 2 and 4 train the small CNN under
-each policy (optimal, proportional, equal) in one invocation, then one more optimal run in
-which the fastest trainer becomes 2x slower mid-run. Prints one JSON object:
-samples/s and eta per policy, optimal/equal, coordinator overhead, reaction steps. Goals
-(issue 5): optimal >= 1.6x equal, eta >= 0.9, overhead < 1%, reaction <= 20 steps.
+Three fulcrum-trainer processes at emulated slowdowns 1, 2 and 4 train the small CNN
+(CIFAR-sized 3x32x32 inputs by default) under each policy (optimal, proportional, equal), one
+run per policy per round, the policies interleaved so that the shared machine's drift hits
+them alike; then one more optimal run in which the fastest trainer becomes 2x slower mid-run.
+Prints one JSON object: per policy every round's samples/s and eta and their medians,
+optimal/equal per round, coordinator overhead, reaction steps. Goals (issue 5), judged on the
+medians: optimal >= 1.6x equal, eta >= 0.9, overhead < 1%, reaction <= 20 steps.
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run(build_dir, policy, steps, global_batch, change=None):
+def run(build_dir, policy, steps, global_batch, image_size, change=None):
     command = [sys.executable, os.path.join(ROOT, "scripts", "local-train"), "--build-dir", build_dir,
                "--policy", policy, "--steps", str(steps), "--global-batch", str(global_batch),
                "--slowdowns", "1,2,4", "--model", "cnn", "--quiet"]
     if change:
         command += ["--change", change]
-    command += ["--", "--hidden", "16", "--image-size", "16"]
+    command += ["--", "--hidden", "16", "--image-size", str(image_size)]
     load_before = os.getloadavg()[0]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -38,35 +42,47 @@ def run(build_dir, policy, steps, global_batch, change=None):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--global-batch", type=int, default=96)
+    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    model = f"cnn (hidden 16, 3x{args.image_size}x{args.image_size})"
     report = {"emulated_heterogeneity": True,
-              "setup": {"trainers": 3, "slowdowns": [1, 2, 4], "model": "cnn (hidden 16, 3x16x16)",
-                        "global_batch": args.global_batch, "steps": args.steps,
+              "setup": {"trainers": 3, "slowdowns": [1, 2, 4], "model": model,
+                        "global_batch": args.global_batch, "steps": args.steps, "rounds": args.rounds,
                         "note": "CPU trainers on one shared machine; slowdowns are emulated sleeps"},
               "policies": {}}
+    runs = {policy: [] for policy in ("optimal", "proportional", "equal")}
     overheads = []
-    for policy in ("optimal", "proportional", "equal"):
-        summary = run(args.build_dir, policy, args.steps, args.global_batch)
+    for _ in range(args.rounds):
+        for policy in runs:
+            summary = run(args.build_dir, policy, args.steps, args.global_batch, args.image_size)
+            runs[policy].append(summary)
+            overheads.append(summary["coordinator_overhead_fraction"])
+    for policy, summaries in runs.items():
         report["policies"][policy] = {
-            "samples_per_second": round(summary["samples_per_second"], 1),
-            "ideal_samples_per_second": round(summary["ideal_samples_per_second"], 1),
-            "eta": round(summary.get("efficiency", 0.0), 3),
-            "plan_changes": summary["plan_changes"],
-            "final_batches": [t["final_local_batch"] for t in summary["trainers"]],
-            "parameters_identical": summary["parameters_identical"],
-            "machine_load_average_before_after": summary["load_average"],
+            "samples_per_second": round(statistics.median(s["samples_per_second"] for s in summaries), 1),
+            "eta": round(statistics.median(s.get("efficiency", 0.0) for s in summaries), 3),
+            "rounds": [{
+                "samples_per_second": round(s["samples_per_second"], 1),
+                "ideal_samples_per_second": round(s["ideal_samples_per_second"], 1),
+                "eta": round(s.get("efficiency", 0.0), 3),
+                "plan_changes": s["plan_changes"],
+                "final_batches": [t["final_local_batch"] for t in s["trainers"]],
+                "parameters_identical": s["parameters_identical"],
+                "machine_load_average_before_after": s["load_average"],
+            } for s in summaries],
         }
-        overheads.append(summary["coordinator_overhead_fraction"])
     policies = report["policies"]
-    report["optimal_over_equal"] = round(policies["optimal"]["samples_per_second"] /
-                                         policies["equal"]["samples_per_second"], 3)
-    report["optimal_over_proportional"] = round(policies["optimal"]["samples_per_second"] /
-                                                policies["proportional"]["samples_per_second"], 3)
+    ratio = lambda other: round(statistics.median(
+        o["samples_per_second"] / e["samples_per_second"] for o, e in zip(runs["optimal"], runs[other])), 3)
+    report["optimal_over_equal"] = ratio("equal")
+    report["optimal_over_proportional"] = ratio("proportional")
     report["coordinator_overhead_fraction"] = round(max(overheads), 5)
     change_step = args.steps // 2
-    reaction = run(args.build_dir, "optimal", args.steps + 60, args.global_batch, f"{change_step}:0:2")
+    reaction = run(args.build_dir, "optimal", args.steps + 60, args.global_batch, args.image_size,
+                   f"{change_step}:0:2")
     report["reaction"] = {"event": "trainer-0 emulated slowdown 1 -> 2", **reaction.get("change", {})}
     report["goals"] = {
         "optimal_at_least_1.6x_equal": report["optimal_over_equal"] >= 1.6,

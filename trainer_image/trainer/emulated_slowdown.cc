@@ -1,5 +1,8 @@
 #include "trainer_image/trainer/emulated_slowdown.h"
 
+#include <time.h>
+
+#include <algorithm>
 #include <fstream>
 
 #include "operator/common/log.h"
@@ -25,6 +28,17 @@ double EmulatedSlowdown::Current(const std::string& job) {
   }
   factor_ = factor;
   return factor_;
+}
+
+double EmulatedSlowdown::SleepSeconds(double factor, double wall_seconds, double cpu_seconds) {
+  if (!(factor > 1.0)) return 0.0;
+  return (factor - 1.0) * std::max(0.0, std::min(wall_seconds, cpu_seconds));
+}
+
+double ProcessCpuSeconds() {
+  timespec now{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now) != 0) return 0.0;
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
 }  // namespace fulcrum::trainer

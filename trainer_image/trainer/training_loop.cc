@@ -11,6 +11,7 @@
 #include "operator/common/log.h"
 #include "trainer_image/trainer/coordinator_link.h"
 #include "trainer_image/trainer/dataset.h"
+#include "trainer_image/trainer/cpu_allocator.h"
 #include "trainer_image/trainer/emulated_slowdown.h"
 #include "trainer_image/trainer/gloo_collective.h"
 #include "trainer_image/trainer/model.h"
@@ -100,6 +101,7 @@ class Trainer {
 };
 
 Status Trainer::Init() {
+  KeepFreedCpuMemory(job());
   torch::set_num_threads(flags_.threads);
   Result<std::unique_ptr<TrainingModel>> model = MakeModel(flags_);
   if (!model.ok()) return model.error();
@@ -391,6 +393,7 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
 Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assignment& base,
                                 fulcrum::v1::Assignment& plan) {
   const auto start = SteadyClock::now();
+  const double cpu_start = ProcessCpuSeconds();
   const int world = collective.world_size();
   const std::vector<int> batches(plan.batches().begin(), plan.batches().end());
   Result<PositionRange> range = ShardForRank(progress_.cursor, batches, rank_);
@@ -419,10 +422,13 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   }
   const double factor = slowdown_.Current(job());
   if (factor > 1.0) {
-    std::this_thread::sleep_for(
-        std::chrono::duration<double>((factor - 1.0) * SecondsSince(start)));
+    std::this_thread::sleep_for(std::chrono::duration<double>(EmulatedSlowdown::SleepSeconds(
+        factor, SecondsSince(start), ProcessCpuSeconds() - cpu_start)));
   }
   const double compute_seconds = SecondsSince(start);
+  // Everything after compute is split-independent (packing, all-reduce, optimizer update) except
+  // the wait for slower ranks; the coordinator takes the least of these over ranks as the tail.
+  const auto after_compute = SteadyClock::now();
 
   std::size_t offset = 0;
   for (const torch::Tensor& parameter : parameters_) {
@@ -450,7 +456,6 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   }
   double coordinator_seconds = SecondsSince(plan_lookup_start);
 
-  const auto communication_start = SteadyClock::now();
   const auto bucket = static_cast<std::size_t>(flags_.bucket_elements);
   for (std::size_t begin = 0; begin < gradients_.size(); begin += bucket) {
     const std::size_t size = std::min(bucket, gradients_.size() - begin);
@@ -460,7 +465,6 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     }
   }
   if (Status status = collective.AllReduceSum(control); !status.ok()) return status.error();
-  const double comm_seconds = SecondsSince(communication_start);
 
   // Commit: from here on the step happened, identically on every rank.
   const double global_batch = control[ControlLayout::kBatch];
@@ -486,6 +490,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   last_loss_ = global_batch > 0 ? control[ControlLayout::kLossSum] / global_batch : last_loss_;
   checkpoint_requested_ = false;
   const double step_seconds = SecondsSince(start);
+  const double comm_seconds = SecondsSince(after_compute) - coordinator_seconds;
 
   if (sample_log_.is_open()) {
     sample_log_ << nlohmann::json{{"step", step},
