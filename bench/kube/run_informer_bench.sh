@@ -23,6 +23,7 @@ while (($#)); do
     *) echo "unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+build_dir="$(cd "$build_dir" && pwd)"  # the Go build below runs in another directory
 cpp_bench="$build_dir/bench/kube/kube_informer_bench"
 [[ -x $cpp_bench ]] || { echo "build it first: ninja -C $build_dir kube_informer_bench" >&2; exit 2; }
 go_bench="$build_dir/bench/kube/clientgo-informer-bench"

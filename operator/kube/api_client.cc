@@ -1,6 +1,8 @@
 #include "operator/kube/api_client.h"
 
 #include "operator/kube/list_stream_decoder.h"
+#include "operator/kube/protobuf/k8s_schema.h"
+#include "operator/kube/protobuf/list_decoder.h"
 
 namespace fulcrum::kube {
 namespace {
@@ -45,13 +47,16 @@ Result<ObjectList> ApiClient::ListPage(const ResourceType& type, std::string_vie
   return list;
 }
 
-Result<ObjectList> ApiClient::ListPageStreaming(
-    const ResourceType& type, std::string_view ns, const ListOptions& options,
-    const std::function<void(nlohmann::json item)>& on_item) {
-  HttpRequest request;
-  request.path = CollectionPath(type, ns) + options.ToQuery();
-  auto body = rest_->Stream(request);
-  if (!body.ok()) return body.error();
+namespace {
+// Lists are read in bulk: up to 1 MiB at a time, waking up once 64 KiB have arrived.
+constexpr std::size_t kListReadSize = 1024 * 1024;
+constexpr std::size_t kListWakeUpSize = 64 * 1024;
+}  // namespace
+
+namespace {
+// Reads a JSON list response as it arrives, handing over each item.
+Result<ObjectList> ReadJsonList(ResponseStream& body, const std::string& path,
+                                const std::function<void(nlohmann::json item)>& on_item) {
   ObjectList list;
   bool bad_item = false;
   ListStreamDecoder decoder(
@@ -68,20 +73,69 @@ Result<ObjectList> ApiClient::ListPageStreaming(
         list.resource_version = StringField(metadata, "resourceVersion");
         list.continue_token = StringField(metadata, "continue");
       });
-  constexpr std::size_t kReadSize = 1024 * 1024;
-  constexpr std::size_t kWakeUpSize = 64 * 1024;  // a list is read in bulk: wake up less often
   while (true) {
-    auto bytes = (*body)->ReadSome(kReadSize, kWakeUpSize);
+    auto bytes = body.ReadSome(kListReadSize, kListWakeUpSize);
     if (!bytes.ok()) return bytes.error();
     if (bytes->empty()) break;
     decoder.Feed(*bytes);
-    if (bad_item)
-      return MakeError(ErrorCode::kInternal, "GET " + request.path + ": an item is not valid JSON");
+    if (bad_item) return MakeError(ErrorCode::kInternal, "GET " + path + ": an item is not valid JSON");
   }
   if (!decoder.complete()) {
-    return MakeError(ErrorCode::kUnavailable,
-                     "GET " + request.path + ": the list response ended early");
+    return MakeError(ErrorCode::kUnavailable, "GET " + path + ": the list response ended early");
   }
+  return list;
+}
+
+// Reads a protobuf list response, decoding items while the rest is still arriving.
+Result<ObjectList> ReadProtobufList(ResponseStream& body, const std::string& path,
+                                    const std::function<void(CachedObject object)>& on_object) {
+  protobuf::ListDecoder decoder(protobuf::K8sSchema::BuiltIn(), on_object);
+  auto failed = [&](const Error& error) {
+    return MakeError(error.code, "GET " + path + ": " + error.message);
+  };
+  while (true) {
+    auto bytes = body.ReadSome(kListReadSize, kListWakeUpSize);
+    if (!bytes.ok()) return bytes.error();
+    if (bytes->empty()) break;
+    if (Status status = decoder.Feed(*bytes); !status.ok()) return failed(status.error());
+  }
+  auto list = decoder.Finish();
+  if (!list.ok()) return failed(list.error());
+  ObjectList result;
+  result.resource_version = std::move(list->resource_version);
+  result.continue_token = std::move(list->continue_token);
+  return result;
+}
+}  // namespace
+
+Result<ObjectList> ApiClient::ListPageStreaming(
+    const ResourceType& type, std::string_view ns, const ListOptions& options,
+    const std::function<void(nlohmann::json item)>& on_item) {
+  HttpRequest request;
+  request.path = CollectionPath(type, ns) + options.ToQuery();
+  auto body = rest_->Stream(request);
+  if (!body.ok()) return body.error();
+  return ReadJsonList(**body, request.path, on_item);
+}
+
+Result<ObjectList> ApiClient::ListPageCached(
+    const ResourceType& type, std::string_view ns, const ListOptions& options,
+    ListEncoding encoding, const std::function<void(CachedObject object)>& on_object) {
+  HttpRequest request;
+  request.path = CollectionPath(type, ns) + options.ToQuery();
+  if (encoding == ListEncoding::kProtobufForBuiltIns &&
+      protobuf::K8sSchema::BuiltIn().HasGroupVersion(type.group, type.version)) {
+    request.accept = std::string(protobuf::kProtobufMediaType) + ", application/json";
+  }
+  auto body = rest_->Stream(request);
+  if (!body.ok()) return body.error();
+  const std::string media_type = (*body)->media_type();
+  auto list = media_type == protobuf::kProtobufMediaType
+                  ? ReadProtobufList(**body, request.path, on_object)
+                  : ReadJsonList(**body, request.path, [&](nlohmann::json item) {
+                      on_object(CachedObject::FromJson(item));
+                    });
+  if (list.ok()) list->media_type = media_type;
   return list;
 }
 

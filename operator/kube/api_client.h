@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "operator/common/result.h"
+#include "operator/kube/cached_object.h"
 #include "operator/kube/object_meta.h"
 #include "operator/kube/request_options.h"
 #include "operator/kube/resource.h"
@@ -19,10 +20,13 @@
 
 namespace fulcrum::kube {
 
+enum class ListEncoding { kJson, kProtobufForBuiltIns };
+
 struct ObjectList {
   std::vector<nlohmann::json> items;
   std::string resource_version;  // of the list: watch from here
   std::string continue_token;    // non-empty: more pages follow
+  std::string media_type;        // how the server encoded it (ListPageCached)
 };
 
 class ApiClient {
@@ -42,6 +46,14 @@ class ApiClient {
   Result<ObjectList> ListPageStreaming(const ResourceType& type, std::string_view ns,
                                        const ListOptions& options,
                                        const std::function<void(nlohmann::json item)>& on_item);
+  // Like ListPageStreaming, with items handed over as cache objects. With
+  // kProtobufForBuiltIns, built-in types are asked for in Kubernetes' protobuf
+  // encoding first (as client-go's typed clients do), which the API server
+  // encodes and this client decodes several times faster than JSON; custom
+  // resources, and servers that answer JSON, are read as JSON.
+  Result<ObjectList> ListPageCached(const ResourceType& type, std::string_view ns,
+                                    const ListOptions& options, ListEncoding encoding,
+                                    const std::function<void(CachedObject object)>& on_object);
   // All pages, following continue tokens; the result's resource_version is the
   // first page's (a paginated list is one consistent snapshot). A 410 here
   // means the snapshot expired mid-way: list again.

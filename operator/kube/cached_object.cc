@@ -30,6 +30,20 @@ CachedObject CachedObject::FromJson(const nlohmann::json& object) {
   return CachedObject(std::move(data));
 }
 
+CachedObject CachedObject::FromEncoded(ObjectIdentity identity, std::vector<std::uint8_t> encoded) {
+  auto data = std::make_shared<Data>();
+  data->name_offset = identity.ns.empty() ? 0 : identity.ns.size() + 1;
+  data->key = identity.ns.empty() ? std::move(identity.name) : identity.ns + "/" + identity.name;
+  data->uid = std::move(identity.uid);
+  data->resource_version = std::move(identity.resource_version);
+  data->labels = std::move(identity.labels);
+  data->labels.shrink_to_fit();
+  data->owner_uids = std::move(identity.owner_uids);
+  data->encoded = std::move(encoded);
+  data->encoded.shrink_to_fit();
+  return CachedObject(std::move(data));
+}
+
 std::string_view CachedObject::ns() const {
   if (data_->name_offset == 0) return {};
   return std::string_view(data_->key).substr(0, data_->name_offset - 1);

@@ -15,9 +15,21 @@
 
 namespace fulcrum::kube {
 
+// What the cache decodes of an object's metadata (the rest stays encoded).
+struct ObjectIdentity {
+  std::string ns;
+  std::string name;
+  std::string uid;
+  std::string resource_version;
+  std::vector<std::pair<std::string, std::string>> labels;
+  std::vector<std::string> owner_uids;
+};
+
 class CachedObject {
  public:
   static CachedObject FromJson(const nlohmann::json& object);
+  // An object already encoded as the MessagePack of its JSON form, with its identity.
+  static CachedObject FromEncoded(ObjectIdentity identity, std::vector<std::uint8_t> encoded);
 
   // "namespace/name", or "name" for cluster-scoped objects (client-go's
   // MetaNamespaceKeyFunc).

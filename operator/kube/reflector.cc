@@ -96,10 +96,14 @@ Status Reflector::ListInto(std::stop_token stop) {
   std::string version;
   // Items are converted as they are decoded from the response stream, so the
   // JSON of the whole list is never held at once.
-  auto add = [&](nlohmann::json item) { objects.push_back(Cache(std::move(item))); };
+  auto add_json = [&](nlohmann::json item) { objects.push_back(Cache(std::move(item))); };
+  auto add = [&](CachedObject object) { objects.push_back(std::move(object)); };
   do {
     if (stop.stop_requested()) return Ok();
-    auto page = client_->ListPageStreaming(type_, namespace_, options, add);
+    // A transform works on JSON, so those lists are read as JSON.
+    auto page = options_.transform
+                    ? client_->ListPageStreaming(type_, namespace_, options, add_json)
+                    : client_->ListPageCached(type_, namespace_, options, options_.list_encoding, add);
     if (!page.ok()) return page.error();
     if (version.empty()) version = page->resource_version;
     options.continue_token = page->continue_token;

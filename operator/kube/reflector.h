@@ -47,7 +47,11 @@ struct ReflectorOptions {
   bool allow_watch_bookmarks = true;
   BackoffPolicy backoff{};
   // Applied to every object before it is cached, e.g. to drop managedFields.
+  // With a transform, lists are read as JSON.
   std::function<void(nlohmann::json&)> transform;
+  // Lists of built-in types are read in Kubernetes' protobuf encoding (watches
+  // stay JSON). kJson forces JSON everywhere.
+  ListEncoding list_encoding = ListEncoding::kProtobufForBuiltIns;
   std::shared_ptr<const Clock> clock = SystemClock();
 };
 

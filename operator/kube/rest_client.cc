@@ -96,6 +96,11 @@ class CpprestResponseStream final : public ResponseStream {
 
   void Cancel() override { cancel_->cancel(); }
 
+  std::string media_type() const override {
+    const std::string type = response_.headers().content_type();
+    return type.substr(0, type.find(';'));
+  }
+
  private:
   web::http::http_response response_;
   concurrency::streams::istream body_;
@@ -116,7 +121,7 @@ struct RestClient::Impl {
   web::http::http_request Build(const HttpRequest& request) {
     web::http::http_request http{request.method};
     http.set_request_uri(request.path);
-    http.headers().add("Accept", "application/json");
+    http.headers().add("Accept", request.accept);
     http.headers().add("User-Agent", options.user_agent);
     // cpprestsdk verifies the certificate and sends SNI for the Host header's
     // name, so this is how tls-server-name takes effect.

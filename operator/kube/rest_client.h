@@ -34,6 +34,8 @@ struct HttpRequest {
   std::string path;  // absolute API path with query, e.g. "/api/v1/nodes?limit=500"
   std::string body;
   std::string content_type = "application/json";
+  // Media types the caller can read, in order of preference.
+  std::string accept = "application/json";
 };
 
 // The body of a streaming response (watch), read as it arrives.
@@ -48,6 +50,8 @@ class ResponseStream {
   virtual Result<std::string> ReadSome(std::size_t max, std::size_t at_least = 1) = 0;
   // Callable from any thread: aborts the connection so ReadSome returns.
   virtual void Cancel() = 0;
+  // The response's media type (Content-Type without parameters).
+  virtual std::string media_type() const { return "application/json"; }
 };
 
 class RestClient {

@@ -34,4 +34,10 @@ go_tool_bin() {
   printf '%s/bin' "$dir"
 }
 
+# The .proto files of the built-in API types (k8s.io/api, k8s.io/apimachinery at the
+# version matching KUBERNETES_VERSION), which the C++ client compiles into a descriptor set.
+K8S_API_MODULE_VERSION="v0.${KUBERNETES_VERSION#v1.}"
+# The -2 suffix: bump it when what stage k8s-protos writes changes.
+k8s_protos_dir() { printf '%s/k8s-protos-%s-3' "$FULCRUM_CACHE" "$K8S_API_MODULE_VERSION"; }
+
 cuda_dir() { printf '%s/cuda-%s' "$FULCRUM_CACHE" "$(printf '%s ' "$CUDA_RUNTIME_WHEEL" "$CUDA_CRT_WHEEL" "$CUDA_CCCL_WHEEL" "$NCCL_WHEEL" | sha256sum | cut -c1-12)"; }

@@ -17,7 +17,6 @@ import (
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -68,9 +67,14 @@ func main() {
 	informer := factory.Core().V1().Pods().Informer()
 	stop := make(chan struct{})
 	factory.Start(stop)
-	if !cache.WaitForCacheSync(stop, informer.HasSynced) {
-		fmt.Fprintln(os.Stderr, "informer did not sync")
-		os.Exit(1)
+	// cache.WaitForCacheSync polls every 100 ms, which would round client-go's time up;
+	// poll every millisecond instead, so its sync time is measured as closely as ours.
+	for !informer.HasSynced() {
+		if time.Since(start) > 10*time.Minute {
+			fmt.Fprintln(os.Stderr, "informer did not sync")
+			os.Exit(1)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	syncSeconds := time.Since(start).Seconds()
 	time.Sleep(*settle)

@@ -1,0 +1,29 @@
+// Turns a Kubernetes object in protobuf wire format into the MessagePack of its JSON form,
+// the form the informer cache keeps, without building either message or JSON tree.
+// Follows the API's JSON conventions: field names as in JSON, Time and MicroTime as RFC 3339,
+// Quantity and IntOrString as their text or number, bytes as base64, RawExtension and FieldsV1
+// as the JSON they carry, maps as objects. One difference remains and is documented: protobuf
+// carries zero values ("" / 0 / false) that the JSON form omits, so they appear here.
+// Pure; no I/O.
+#pragma once
+
+#include <google/protobuf/descriptor.h>
+
+#include <string_view>
+
+#include "operator/common/result.h"
+#include "operator/kube/protobuf/k8s_schema.h"
+#include "operator/kube/protobuf/msgpack_writer.h"
+
+namespace fulcrum::kube::protobuf {
+
+// Appends `wire`, a message of `type`, to `out`. Fails on malformed input, naming the type.
+Status TranscodeMessage(const K8sSchema& schema, const google::protobuf::Descriptor& type,
+                        std::string_view wire, MsgpackWriter& out);
+
+// Go's time.Duration text for `nanoseconds`: "0s", "1.5s", "2m3s", "1h0m0s", "300ms".
+std::string GoDurationText(std::int64_t nanoseconds);
+// RFC 3339 in UTC: "2026-11-22T05:23:48Z", or with `micros` "...48.123456Z".
+std::string Rfc3339(std::int64_t seconds, std::int32_t nanos, bool micros);
+
+}  // namespace fulcrum::kube::protobuf

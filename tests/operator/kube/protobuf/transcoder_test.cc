@@ -1,0 +1,128 @@
+// Built-in objects in protobuf become the JSON the API server would send: names, Time and
+// MicroTime, Quantity, IntOrString, bytes, maps, FieldsV1, and Go's inlined fields.
+#include "operator/kube/protobuf/transcoder.h"
+
+#include <google/protobuf/dynamic_message.h>
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace fulcrum::kube::protobuf {
+namespace {
+
+// `text` (protobuf text format) as `api_version`/`kind`, serialized, then transcoded.
+nlohmann::json Transcode(const std::string& api_version, const std::string& kind,
+                         const std::string& text) {
+  const K8sSchema& schema = K8sSchema::BuiltIn();
+  const google::protobuf::Descriptor* type = schema.Find(api_version, kind);
+  EXPECT_NE(type, nullptr) << api_version << " " << kind;
+  if (type == nullptr) return nullptr;
+  google::protobuf::DynamicMessageFactory factory;
+  std::unique_ptr<google::protobuf::Message> message(factory.GetPrototype(type)->New());
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, message.get())) << text;
+  std::vector<std::uint8_t> bytes;
+  MsgpackWriter out(bytes);
+  const Status status = TranscodeMessage(schema, *type, message->SerializeAsString(), out);
+  EXPECT_TRUE(status.ok()) << status.error().ToString();
+  return nlohmann::json::from_msgpack(bytes);
+}
+
+TEST(Transcoder, PodBecomesItsJsonForm) {
+  const nlohmann::json pod = Transcode("v1", "Pod", R"pb(
+    metadata {
+      name: "trainer-0" namespace: "jobs" uid: "u-1" resourceVersion: "42"
+      creationTimestamp { seconds: 1795305600 }
+      labels { key: "app" value: "fulcrum" }
+      labels { key: "rank" value: "0" }
+      ownerReferences { apiVersion: "fulcrum.dev/v1alpha1" kind: "HeteroTrainingJob" name: "j" uid: "o-1" controller: true }
+      managedFields { manager: "fulcrum" operation: "Update" fieldsType: "FieldsV1"
+        fieldsV1 { Raw: "{\"f:metadata\":{\"f:labels\":{\".\":{},\"k:{\\\"a\\\":1}\":{}}}}" } time {} }
+    }
+    spec {
+      containers {
+        name: "main" image: "fulcrum-trainer:dev"
+        ports { containerPort: 29500 protocol: "TCP" }
+        resources { requests { key: "cpu" value { string: "500m" } } limits { key: "nvidia.com/gpu" value { string: "1" } } }
+        livenessProbe { handler { httpGet { path: "/healthz" port { type: 1 strVal: "metrics" } } } periodSeconds: 10 }
+        readinessProbe { handler { tcpSocket { port { type: 0 intVal: 8080 } } } }
+        env { name: "TOKEN" valueFrom { secretKeyRef { localObjectReference { name: "job-token" } key: "token" } } }
+      }
+      volumes { name: "data" volumeSource { emptyDir { sizeLimit { string: "1Gi" } } } }
+      terminationGracePeriodSeconds: 30
+    }
+    status { phase: "Running" conditions { type: "Ready" status: "True" lastProbeTime {} lastTransitionTime { seconds: 0 } } }
+  )pb");
+  const nlohmann::json& metadata = pod["metadata"];
+  EXPECT_EQ(metadata["name"], "trainer-0");
+  EXPECT_EQ(metadata["creationTimestamp"], "2026-11-22T00:00:00Z");
+  EXPECT_EQ(metadata["labels"], (nlohmann::json{{"app", "fulcrum"}, {"rank", "0"}}));
+  EXPECT_EQ(metadata["ownerReferences"][0]["controller"], true);
+  EXPECT_EQ(metadata["managedFields"][0]["fieldsV1"],
+            nlohmann::json::parse(R"({"f:metadata":{"f:labels":{".":{},"k:{\"a\":1}":{}}}})"));
+  EXPECT_TRUE(metadata["managedFields"][0]["time"].is_null()) << "the zero time is null";
+  const nlohmann::json& container = pod["spec"]["containers"][0];
+  EXPECT_EQ(container["ports"][0]["containerPort"], 29500);
+  EXPECT_EQ(container["resources"]["requests"]["cpu"], "500m");
+  EXPECT_EQ(container["resources"]["limits"]["nvidia.com/gpu"], "1");
+  // Probe embeds ProbeHandler inline: httpGet sits in the probe itself, not under "handler".
+  EXPECT_FALSE(container["livenessProbe"].contains("handler"));
+  EXPECT_EQ(container["livenessProbe"]["httpGet"]["port"], "metrics");
+  EXPECT_EQ(container["livenessProbe"]["periodSeconds"], 10);
+  EXPECT_EQ(container["readinessProbe"]["tcpSocket"]["port"], 8080);
+  EXPECT_EQ(container["env"][0]["valueFrom"]["secretKeyRef"],
+            (nlohmann::json{{"name", "job-token"}, {"key", "token"}}));
+  EXPECT_EQ(pod["spec"]["volumes"][0],
+            (nlohmann::json{{"name", "data"}, {"emptyDir", {{"sizeLimit", "1Gi"}}}}));
+  EXPECT_EQ(pod["spec"]["terminationGracePeriodSeconds"], 30);
+  EXPECT_EQ(pod["status"]["conditions"][0]["lastTransitionTime"], "1970-01-01T00:00:00Z");
+  EXPECT_TRUE(pod["status"]["conditions"][0]["lastProbeTime"].is_null());
+}
+
+TEST(Transcoder, BytesAreBase64AndMicroTimeHasMicroseconds) {
+  const nlohmann::json config_map = Transcode("v1", "ConfigMap", R"pb(
+    metadata { name: "c" }
+    data { key: "a" value: "text" }
+    binaryData { key: "b" value: "\x00\xff\x10hi" }
+  )pb");
+  EXPECT_EQ(config_map["data"]["a"], "text");
+  EXPECT_EQ(config_map["binaryData"]["b"], "AP8QaGk=");
+  const nlohmann::json lease = Transcode("coordination.k8s.io/v1", "Lease", R"pb(
+    metadata { name: "l" }
+    spec { holderIdentity: "op-1" leaseDurationSeconds: 15 renewTime { seconds: 1795305600 nanos: 123456789 } }
+  )pb");
+  EXPECT_EQ(lease["spec"]["renewTime"], "2026-11-22T00:00:00.123456Z");
+  EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 15);
+}
+
+TEST(Transcoder, MalformedInputIsAnErrorNamingTheType) {
+  const K8sSchema& schema = K8sSchema::BuiltIn();
+  std::vector<std::uint8_t> bytes;
+  MsgpackWriter out(bytes);
+  // metadata (field 1) claims 50 bytes but has 2.
+  const Status status =
+      TranscodeMessage(schema, *schema.Find("v1", "Pod"), std::string("\x0a\x32\x0a\x00", 4), out);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.error().message.find("k8s.io.api.core.v1.Pod"), std::string::npos)
+      << status.error().message;
+}
+
+TEST(Transcoder, TimesAndDurationsFormatAsGoDoes) {
+  EXPECT_EQ(Rfc3339(0, 0, false), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(Rfc3339(951782400, 0, false), "2000-02-29T00:00:00Z");
+  EXPECT_EQ(Rfc3339(-1, 0, false), "1969-12-31T23:59:59Z");
+  EXPECT_EQ(Rfc3339(253402300799, 999999999, true), "9999-12-31T23:59:59.999999Z");
+  EXPECT_EQ(GoDurationText(0), "0s");
+  EXPECT_EQ(GoDurationText(1), "1ns");
+  EXPECT_EQ(GoDurationText(1500), "1.5\u00b5s");
+  EXPECT_EQ(GoDurationText(300'000'000), "300ms");
+  EXPECT_EQ(GoDurationText(1'500'000'000), "1.5s");
+  EXPECT_EQ(GoDurationText(90'000'000'000), "1m30s");
+  EXPECT_EQ(GoDurationText(3'600'000'000'000), "1h0m0s");
+  EXPECT_EQ(GoDurationText(-61'000'000'000), "-1m1s");
+}
+
+}  // namespace
+}  // namespace fulcrum::kube::protobuf
