@@ -48,9 +48,9 @@ Result<ObjectList> ApiClient::ListPage(const ResourceType& type, std::string_vie
 }
 
 namespace {
-// Lists are read in bulk: up to 1 MiB at a time, waking up once 64 KiB have arrived.
+// Lists are read in bulk: up to 1 MiB at a time, waking up once 256 KiB have arrived.
 constexpr std::size_t kListReadSize = 1024 * 1024;
-constexpr std::size_t kListWakeUpSize = 64 * 1024;
+constexpr std::size_t kListWakeUpSize = 256 * 1024;
 }  // namespace
 
 namespace {
@@ -113,6 +113,7 @@ Result<ObjectList> ApiClient::ListPageStreaming(
     const std::function<void(nlohmann::json item)>& on_item) {
   HttpRequest request;
   request.path = CollectionPath(type, ns) + options.ToQuery();
+  request.compressed = true;
   auto body = rest_->Stream(request);
   if (!body.ok()) return body.error();
   return ReadJsonList(**body, request.path, on_item);
@@ -123,6 +124,7 @@ Result<ObjectList> ApiClient::ListPageCached(
     ListEncoding encoding, const std::function<void(CachedObject object)>& on_object) {
   HttpRequest request;
   request.path = CollectionPath(type, ns) + options.ToQuery();
+  request.compressed = true;
   if (encoding == ListEncoding::kProtobufForBuiltIns &&
       protobuf::K8sSchema::BuiltIn().HasGroupVersion(type.group, type.version)) {
     request.accept = std::string(protobuf::kProtobufMediaType) + ", application/json";

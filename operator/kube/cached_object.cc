@@ -1,6 +1,9 @@
 #include "operator/kube/cached_object.h"
 
 #include "operator/kube/object_meta.h"
+#include "operator/kube/protobuf/k8s_schema.h"
+#include "operator/kube/protobuf/msgpack_writer.h"
+#include "operator/kube/protobuf/transcoder.h"
 
 namespace fulcrum::kube {
 
@@ -30,7 +33,9 @@ CachedObject CachedObject::FromJson(const nlohmann::json& object) {
   return CachedObject(std::move(data));
 }
 
-CachedObject CachedObject::FromEncoded(ObjectIdentity identity, std::vector<std::uint8_t> encoded) {
+CachedObject CachedObject::FromProtobuf(ObjectIdentity identity,
+                                       const google::protobuf::Descriptor* type,
+                                       std::string_view wire) {
   auto data = std::make_shared<Data>();
   data->name_offset = identity.ns.empty() ? 0 : identity.ns.size() + 1;
   data->key = identity.ns.empty() ? std::move(identity.name) : identity.ns + "/" + identity.name;
@@ -39,8 +44,8 @@ CachedObject CachedObject::FromEncoded(ObjectIdentity identity, std::vector<std:
   data->labels = std::move(identity.labels);
   data->labels.shrink_to_fit();
   data->owner_uids = std::move(identity.owner_uids);
-  data->encoded = std::move(encoded);
-  data->encoded.shrink_to_fit();
+  data->encoded.assign(wire.begin(), wire.end());
+  data->protobuf_type = type;
   return CachedObject(std::move(data));
 }
 
@@ -54,7 +59,17 @@ std::string_view CachedObject::name() const {
 }
 
 nlohmann::json CachedObject::ToJson() const {
-  return nlohmann::json::from_msgpack(data_->encoded);
+  if (data_->protobuf_type == nullptr) return nlohmann::json::from_msgpack(data_->encoded);
+  std::vector<std::uint8_t> msgpack;
+  msgpack.reserve(data_->encoded.size() * 7 / 4);
+  protobuf::MsgpackWriter out(msgpack);
+  const std::string_view wire(reinterpret_cast<const char*>(data_->encoded.data()),
+                              data_->encoded.size());
+  if (!protobuf::TranscodeMessage(protobuf::K8sSchema::BuiltIn(), *data_->protobuf_type, wire, out)
+           .ok()) {
+    return nullptr;
+  }
+  return nlohmann::json::from_msgpack(msgpack);
 }
 
 }  // namespace fulcrum::kube

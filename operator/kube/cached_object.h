@@ -1,8 +1,11 @@
 // An object as the informer cache holds it. Identity and index inputs
 // (namespace, name, uid, resourceVersion, labels, owner uids) are decoded once;
-// the whole object is kept as MessagePack, several times smaller than a
-// parsed nlohmann::json tree, and decoded only when a caller asks for it.
-// Immutable and cheap to copy (shared), so readers never block writers.
+// the whole object is kept encoded, several times smaller than a parsed
+// nlohmann::json tree, and decoded only when a caller asks for it: as
+// MessagePack of its JSON form, or, for built-in objects listed in protobuf,
+// as the protobuf bytes the server sent (smaller still, and nothing to convert
+// until someone reads it). Immutable and cheap to copy (shared), so readers
+// never block writers.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +15,10 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+namespace google::protobuf {
+class Descriptor;
+}
 
 namespace fulcrum::kube {
 
@@ -28,8 +35,10 @@ struct ObjectIdentity {
 class CachedObject {
  public:
   static CachedObject FromJson(const nlohmann::json& object);
-  // An object already encoded as the MessagePack of its JSON form, with its identity.
-  static CachedObject FromEncoded(ObjectIdentity identity, std::vector<std::uint8_t> encoded);
+  // A built-in object in protobuf wire format (`type` from protobuf::K8sSchema), with its
+  // identity; ToJson() transcodes it.
+  static CachedObject FromProtobuf(ObjectIdentity identity, const google::protobuf::Descriptor* type,
+                                   std::string_view wire);
 
   // "namespace/name", or "name" for cluster-scoped objects (client-go's
   // MetaNamespaceKeyFunc).
@@ -41,7 +50,8 @@ class CachedObject {
   const std::vector<std::pair<std::string, std::string>>& labels() const { return data_->labels; }
   const std::vector<std::string>& owner_uids() const { return data_->owner_uids; }
 
-  // The full object, decoded.
+  // The full object, decoded (null if stored protobuf bytes do not decode, which the
+  // list decoder's checks make unreachable for what the server sent).
   nlohmann::json ToJson() const;
   std::size_t encoded_size() const { return data_->encoded.size(); }
 
@@ -54,6 +64,7 @@ class CachedObject {
     std::vector<std::pair<std::string, std::string>> labels;
     std::vector<std::string> owner_uids;
     std::vector<std::uint8_t> encoded;
+    const google::protobuf::Descriptor* protobuf_type = nullptr;  // set: `encoded` is protobuf
   };
   explicit CachedObject(std::shared_ptr<const Data> data) : data_(std::move(data)) {}
   std::shared_ptr<const Data> data_;

@@ -122,6 +122,7 @@ struct RestClient::Impl {
     web::http::http_request http{request.method};
     http.set_request_uri(request.path);
     http.headers().add("Accept", request.accept);
+    if (request.compressed) http.headers().add("Accept-Encoding", "gzip");
     http.headers().add("User-Agent", options.user_agent);
     // cpprestsdk verifies the certificate and sends SNI for the Host header's
     // name, so this is how tls-server-name takes effect.
@@ -222,6 +223,8 @@ Result<std::unique_ptr<RestClient>> RestClient::Create(const ClusterConfig& conf
   auto make_client = [&](std::chrono::milliseconds timeout) {
     http_client_config http_config;
     http_config.set_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
+    // Decompress gzip bodies (asked for with HttpRequest::compressed).
+    http_config.set_request_compressed_response(true);
     http_config.set_validate_certificates(!config.insecure_skip_tls_verify);
     const std::string ca = config.ca_pem;
     const std::string cert = config.client_certificate_pem;

@@ -113,11 +113,10 @@ Status ListDecoder::StartList() {
 Status ListDecoder::Item(std::string_view wire) {
   Result<ObjectIdentity> identity = DecodeIdentity(schema_, BytesField(wire, item_metadata_number_));
   if (!identity.ok()) return identity.error();
-  std::vector<std::uint8_t> encoded;
-  encoded.reserve(wire.size() + wire.size() / 2);
-  MsgpackWriter out(encoded);
-  if (Status status = TranscodeMessage(schema_, *item_type_, wire, out); !status.ok()) return status;
-  on_item_(CachedObject::FromEncoded(std::move(*identity), std::move(encoded)));
+  // Kept as the protobuf the server sent, transcoded when read: after checking that it would
+  // transcode (a counting pass over every level, far cheaper than writing the JSON form).
+  if (Status status = CheckTranscodable(schema_, *item_type_, wire); !status.ok()) return status;
+  on_item_(CachedObject::FromProtobuf(std::move(*identity), item_type_, wire));
   return Ok();
 }
 

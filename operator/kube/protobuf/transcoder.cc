@@ -336,7 +336,43 @@ void AppendFraction(std::string& text, std::uint64_t& value, int precision) {
   }
   if (print) text = "." + digits + text;
 }
+
+Status CheckMessage(const K8sSchema& schema, const Descriptor& type, std::string_view wire, int depth) {
+  if (depth > kMaxDepth) return Malformed(type, "nested too deeply");
+  const MessageInfo& info = schema.InfoOf(&type);
+  std::bitset<1024> seen;
+  std::uint32_t last = 0;
+  WireReader reader(wire);
+  while (std::optional<WireField> field = reader.Next()) {
+    const FieldDescriptor* descriptor = info.Field(field->number);
+    if (descriptor == nullptr) continue;
+    if (field->number != last && field->number < seen.size()) {
+      if (seen[field->number]) return Malformed(type, "a repeated field's elements are not adjacent");
+      seen[field->number] = true;
+    }
+    last = field->number;
+    const bool packed = descriptor->is_repeated() && field->type == WireType::kLengthDelimited &&
+                        descriptor->type() != FieldDescriptor::TYPE_STRING &&
+                        descriptor->type() != FieldDescriptor::TYPE_BYTES &&
+                        descriptor->type() != FieldDescriptor::TYPE_MESSAGE;
+    if (!packed && !WireTypeFits(*descriptor, field->type)) {
+      return Malformed(type, "wrong wire type for " + descriptor->name());
+    }
+    if (descriptor->type() == FieldDescriptor::TYPE_MESSAGE) {
+      if (Status status = CheckMessage(schema, *descriptor->message_type(), field->bytes, depth + 1);
+          !status.ok()) {
+        return status;
+      }
+    }
+  }
+  if (reader.failed()) return Malformed(type, "truncated or invalid wire data");
+  return Ok();
+}
 }  // namespace
+
+Status CheckTranscodable(const K8sSchema& schema, const Descriptor& type, std::string_view wire) {
+  return CheckMessage(schema, type, wire, 0);
+}
 
 Status TranscodeMessage(const K8sSchema& schema, const Descriptor& type, std::string_view wire,
                         MsgpackWriter& out) {

@@ -21,6 +21,11 @@ namespace fulcrum::kube::protobuf {
 Status TranscodeMessage(const K8sSchema& schema, const google::protobuf::Descriptor& type,
                         std::string_view wire, MsgpackWriter& out);
 
+// Whether TranscodeMessage would succeed on `wire`: the same structural checks (bounds, wire
+// types, adjacent repeated fields, nesting depth) at every level, without writing anything.
+Status CheckTranscodable(const K8sSchema& schema, const google::protobuf::Descriptor& type,
+                         std::string_view wire);
+
 // Go's time.Duration text for `nanoseconds`: "0s", "1.5s", "2m3s", "1h0m0s", "300ms".
 std::string GoDurationText(std::int64_t nanoseconds);
 // RFC 3339 in UTC: "2026-11-22T05:23:48Z", or with `micros` "...48.123456Z".

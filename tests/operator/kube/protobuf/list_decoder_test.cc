@@ -98,6 +98,16 @@ TEST(ListDecoder, ForeignOrUnknownBodiesAreRefusedByName) {
   EXPECT_NE(not_a_list.error().message.find("not a list"), std::string::npos);
 }
 
+TEST(ListDecoder, AnItemThatWouldNotDecodeFailsTheListNotALaterRead) {
+  // Items are kept as protobuf and decoded when read, so the list checks them up front: here
+  // a Pod whose spec (field 2) arrives as a number instead of a message.
+  const std::string raw("\x12\x02\x10\x01", 4);
+  auto list = DecodeList(K8sSchema::BuiltIn(), Envelope("v1", "PodList", raw), [](CachedObject) {});
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.error().message.find("wrong wire type for spec"), std::string::npos)
+      << list.error().message;
+}
+
 TEST(K8sSchema, KnowsBuiltInGroupsAndNotCustomResources) {
   const K8sSchema& schema = K8sSchema::BuiltIn();
   EXPECT_TRUE(schema.HasGroupVersion("", "v1"));
