@@ -6,7 +6,9 @@
 //   type and controller) within series_window becomes a series on the first
 //   Event (series.count, series.lastObservedTime) instead of a new object;
 // - rate limit: a token bucket per regarding object (the spam filter), so one
-//   misbehaving object cannot flood the API server.
+//   misbehaving object cannot flood the API server. Buckets that have refilled
+//   are forgotten once there are many, so memory does not grow with every
+//   object ever seen.
 #pragma once
 
 #include <chrono>
@@ -38,6 +40,10 @@ struct EventRecorderOptions {
   int burst_per_object = 25;
   std::chrono::minutes series_window{6};
   std::size_t max_queued = 1000;
+  // Past this many objects with a bucket, buckets that have refilled completely are
+  // forgotten (a full bucket is the same as a new one), so memory stays bounded by the
+  // objects that were recently noisy.
+  std::size_t prune_buckets_above = 4096;
   std::shared_ptr<const Clock> clock = SystemClock();
 };
 
@@ -75,6 +81,12 @@ class EventRecorder {
   void Work(std::stop_token stop);
   void Send(const Pending& pending);
   TokenBucket& BucketFor(const std::string& object);
+
+ public:
+  // For tests: how many objects have a bucket now.
+  std::size_t tracked_objects_for_test() const { return buckets_.size(); }
+
+ private:
 
   std::shared_ptr<ApiClient> client_;
   EventRecorderOptions options_;

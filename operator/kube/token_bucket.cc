@@ -26,6 +26,13 @@ bool TokenBucket::TryAccept() {
   return true;
 }
 
+bool TokenBucket::IsFull() {
+  if (qps_ <= 0) return true;
+  std::lock_guard lock(mutex_);
+  RefillLocked(clock_->Now());
+  return tokens_ >= burst_;
+}
+
 Clock::Duration TokenBucket::Reserve() {
   if (qps_ <= 0) return Clock::Duration::zero();
   std::lock_guard lock(mutex_);

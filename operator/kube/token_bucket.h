@@ -27,6 +27,8 @@ class TokenBucket {
   bool Accept(std::stop_token stop = {});
 
   double qps() const { return qps_; }
+  // Refilled to `burst`: indistinguishable from a new bucket, so it can be forgotten.
+  bool IsFull();
 
  private:
   void RefillLocked(Clock::TimePoint now);

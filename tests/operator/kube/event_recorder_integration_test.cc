@@ -1,6 +1,9 @@
 // Events about an object: one Event per distinct occurrence, repeats folded
-// into a series, and a per-object rate limit.
+// into a series, and a per-object rate limit whose memory stays bounded.
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
 
 #include "operator/kube/event_recorder.h"
 #include "tests/operator/kube/kube_test_support.h"
@@ -68,6 +71,28 @@ TEST(KubeEvents, PerObjectRateLimitDropsTheExcess) {
   }
   recorder.Flush();
   EXPECT_EQ(EventsIn(*client, "events-limit").size(), 3u);
+}
+
+TEST(KubeEvents, RefilledBucketsAreForgottenSoMemoryStaysBounded) {
+  auto client = AdminClient();
+  CreateNamespace(*client, "events-bounded");
+  EventRecorderOptions options;
+  options.reporting_instance = "test-0";
+  options.burst_per_object = 1;
+  options.qps_per_object = 1000;  // refilled within a millisecond
+  options.prune_buckets_above = 2;
+  EventRecorder recorder(client, options);
+  for (int i = 0; i < 4; ++i) {
+    auto subject = client->Create(resources::ConfigMaps(), "events-bounded",
+                                  ConfigMap("events-bounded", "quiet-" + std::to_string(i)));
+    ASSERT_TRUE(subject.ok());
+    recorder.Record(*subject, EventType::kNormal, "Seen", "Observe", "once");
+    recorder.Flush();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Three buckets existed when the fourth object came; all had refilled, so they went.
+  EXPECT_EQ(recorder.tracked_objects_for_test(), 1u);
+  EXPECT_EQ(EventsIn(*client, "events-bounded").size(), 4u);
 }
 
 }  // namespace
