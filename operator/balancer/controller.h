@@ -62,7 +62,7 @@ struct StepReport {
   int local_batch = 0;         // samples this step (all micro-steps)
   int accumulation_steps = 1;  // micro-steps this step
   double compute_seconds = 0.0;
-  double comm_seconds = 0.0;      // post-compute time (all-reduce incl. waiting, update)
+  double comm_seconds = 0.0;      // after compute: all-reduce incl. waiting (+ update)
   int64_t peak_memory_bytes = 0;  // 0 when not measured
   bool out_of_memory = false;
 };

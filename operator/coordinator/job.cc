@@ -29,6 +29,7 @@ Status ValidateReport(const fulcrum::v1::StepReport& report) {
   if (report.peak_memory() < 0) return InvalidArgument("step_report.peak_memory", "must be >= 0");
   for (auto [value, field] : {std::pair{report.compute_seconds(), "step_report.compute_seconds"},
                               std::pair{report.comm_seconds(), "step_report.comm_seconds"},
+                              std::pair{report.after_compute_seconds(), "step_report.after_compute_seconds"},
                               std::pair{report.step_seconds(), "step_report.step_seconds"}}) {
     if (Status status = CheckFinite(value, field); !status.ok()) return status;
   }
@@ -264,7 +265,9 @@ Status Job::Report(std::string_view pod, const fulcrum::v1::StepReport& report,
   observation.local_batch = report.local_batch();
   observation.accumulation_steps = std::max(1, accumulation_steps_);
   observation.compute_seconds = report.compute_seconds();
-  observation.comm_seconds = report.comm_seconds();
+  // The balancer's tail is everything after compute; older trainers send the all-reduce only.
+  observation.comm_seconds =
+      report.after_compute_seconds() > 0.0 ? report.after_compute_seconds() : report.comm_seconds();
   observation.peak_memory_bytes = report.peak_memory();
   observation.out_of_memory = report.out_of_memory();
   if (Status status = controller_.Observe(observation); !status.ok()) return status;

@@ -7,35 +7,32 @@
 
 namespace fulcrum::kube {
 
-CachedObject CachedObject::FromJson(const nlohmann::json& object) {
-  auto data = std::make_shared<Data>();
+namespace {
+ObjectIdentity IdentityOf(const nlohmann::json& object) {
+  ObjectIdentity identity;
   const nlohmann::json& metadata = MetadataOf(object);
-  const std::string ns = NamespaceOf(object);
-  data->key = ObjectKey(object);
-  data->name_offset = ns.empty() ? 0 : ns.size() + 1;
-  data->uid = UidOf(object);
-  data->resource_version = ResourceVersionOf(object);
+  identity.ns = NamespaceOf(object);
+  identity.name = NameOf(object);
+  identity.uid = UidOf(object);
+  identity.resource_version = ResourceVersionOf(object);
   if (const auto labels = metadata.find("labels");
       labels != metadata.end() && labels->is_object()) {
     for (const auto& [label, value] : labels->items()) {
-      data->labels.emplace_back(label, value.is_string() ? value.get<std::string>() : value.dump());
+      identity.labels.emplace_back(label, value.is_string() ? value.get<std::string>() : value.dump());
     }
   }
   if (const auto owners = metadata.find("ownerReferences");
       owners != metadata.end() && owners->is_array()) {
     for (const auto& owner : *owners) {
-      if (owner.is_object()) data->owner_uids.push_back(StringField(owner, "uid"));
+      if (owner.is_object()) identity.owner_uids.push_back(StringField(owner, "uid"));
     }
   }
-  data->encoded = nlohmann::json::to_msgpack(object);
-  data->encoded.shrink_to_fit();  // the encoder grows by doubling; keep only what is used
-  data->labels.shrink_to_fit();
-  return CachedObject(std::move(data));
+  return identity;
 }
+}  // namespace
 
-CachedObject CachedObject::FromProtobuf(ObjectIdentity identity,
-                                       const google::protobuf::Descriptor* type,
-                                       std::string_view wire) {
+CachedObject CachedObject::Make(ObjectIdentity identity, std::vector<std::uint8_t> encoded,
+                                const google::protobuf::Descriptor* protobuf_type) {
   auto data = std::make_shared<Data>();
   data->name_offset = identity.ns.empty() ? 0 : identity.ns.size() + 1;
   data->key = identity.ns.empty() ? std::move(identity.name) : identity.ns + "/" + identity.name;
@@ -44,9 +41,20 @@ CachedObject CachedObject::FromProtobuf(ObjectIdentity identity,
   data->labels = std::move(identity.labels);
   data->labels.shrink_to_fit();
   data->owner_uids = std::move(identity.owner_uids);
-  data->encoded.assign(wire.begin(), wire.end());
-  data->protobuf_type = type;
+  data->encoded = std::move(encoded);
+  data->encoded.shrink_to_fit();  // encoders grow by doubling; keep only what is used
+  data->protobuf_type = protobuf_type;
   return CachedObject(std::move(data));
+}
+
+CachedObject CachedObject::FromJson(const nlohmann::json& object) {
+  return Make(IdentityOf(object), nlohmann::json::to_msgpack(object), nullptr);
+}
+
+CachedObject CachedObject::FromProtobuf(ObjectIdentity identity,
+                                       const google::protobuf::Descriptor* type,
+                                       std::string_view wire) {
+  return Make(std::move(identity), std::vector<std::uint8_t>(wire.begin(), wire.end()), type);
 }
 
 std::string_view CachedObject::ns() const {

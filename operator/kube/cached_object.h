@@ -67,6 +67,8 @@ class CachedObject {
     const google::protobuf::Descriptor* protobuf_type = nullptr;  // set: `encoded` is protobuf
   };
   explicit CachedObject(std::shared_ptr<const Data> data) : data_(std::move(data)) {}
+  static CachedObject Make(ObjectIdentity identity, std::vector<std::uint8_t> encoded,
+                           const google::protobuf::Descriptor* protobuf_type);
   std::shared_ptr<const Data> data_;
 };
 

@@ -427,7 +427,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   }
   const double compute_seconds = SecondsSince(start);
   // Everything after compute is split-independent (packing, all-reduce, optimizer update) except
-  // the wait for slower ranks; the coordinator takes the least of these over ranks as the tail.
+  // the wait for slower ranks; the coordinator takes the least over ranks as the step's tail.
   const auto after_compute = SteadyClock::now();
 
   std::size_t offset = 0;
@@ -456,6 +456,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   }
   double coordinator_seconds = SecondsSince(plan_lookup_start);
 
+  const auto communication_start = SteadyClock::now();
   const auto bucket = static_cast<std::size_t>(flags_.bucket_elements);
   for (std::size_t begin = 0; begin < gradients_.size(); begin += bucket) {
     const std::size_t size = std::min(bucket, gradients_.size() - begin);
@@ -465,6 +466,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     }
   }
   if (Status status = collective.AllReduceSum(control); !status.ok()) return status.error();
+  const double comm_seconds = SecondsSince(communication_start);
 
   // Commit: from here on the step happened, identically on every rank.
   const double global_batch = control[ControlLayout::kBatch];
@@ -490,7 +492,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   last_loss_ = global_batch > 0 ? control[ControlLayout::kLossSum] / global_batch : last_loss_;
   checkpoint_requested_ = false;
   const double step_seconds = SecondsSince(start);
-  const double comm_seconds = SecondsSince(after_compute) - coordinator_seconds;
+  const double after_compute_seconds = SecondsSince(after_compute) - coordinator_seconds;
 
   if (sample_log_.is_open()) {
     sample_log_ << nlohmann::json{{"step", step},
@@ -511,6 +513,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   report.set_local_batch(local_batch);
   report.set_compute_seconds(compute_seconds);
   report.set_comm_seconds(comm_seconds);
+  report.set_after_compute_seconds(after_compute_seconds);
   report.set_peak_memory(PeakResidentBytes());
   report.set_loss(local_batch > 0 ? loss_sum / local_batch : 0.0);
   report.set_step_seconds(step_seconds);

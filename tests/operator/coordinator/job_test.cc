@@ -47,13 +47,15 @@ class JobTest : public ::testing::Test {
     return out;
   }
   Status Report(const std::string& pod, int64_t generation, int64_t step, int batch, double seconds,
-                Outbox& out) {
+                Outbox& out, double after_compute_seconds = 0.0) {
     fulcrum::v1::StepReport report;
     report.set_generation(generation);
     report.set_step(step);
     report.set_local_batch(batch);
     report.set_compute_seconds(seconds);
-    report.set_step_seconds(seconds);
+    report.set_comm_seconds(after_compute_seconds / 2);
+    report.set_after_compute_seconds(after_compute_seconds);
+    report.set_step_seconds(seconds + after_compute_seconds);
     return job_->Report(pod, report, now_, out);
   }
 
@@ -188,6 +190,28 @@ TEST_F(JobTest, NewBatchesApplyAtLeastTheLeadAfterTheCompletedStep) {
   EXPECT_LT(snapshot.plan[0], snapshot.plan[1]);
   EXPECT_GT(snapshot.ideal_samples_per_second, 0.0);
   EXPECT_GE(snapshot.plan_changes, 1);
+}
+
+TEST_F(JobTest, TheIdealStepCountsEverythingAfterComputeNotJustTheAllReduce) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  Outbox out;
+  // Equal workers, 1 ms per sample: the best split computes 15 samples each, 15 ms; every step
+  // also spends 10 ms after compute (5 ms of it in the all-reduce).
+  for (int64_t step = 0; step < 40; ++step) {
+    ASSERT_TRUE(Report("a", 1, step, 15, 0.015, out, 0.010).ok());
+    ASSERT_TRUE(Report("b", 1, step, 15, 0.015, out, 0.010).ok());
+  }
+  EXPECT_NEAR(job_->Snapshot().ideal_samples_per_second, 30 / 0.025, 30 / 0.025 * 0.05);
+  Outbox bad;
+  fulcrum::v1::StepReport report;
+  report.set_generation(1);
+  report.set_step(40);
+  report.set_after_compute_seconds(-1);
+  const Status refused = job_->Report("a", report, now_, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().field, "step_report.after_compute_seconds");
 }
 
 TEST(TokenFile, ParsesJobTokenPairsAndNamesTheBadLine) {
