@@ -205,6 +205,7 @@ Status Controller::Observe(const StepReport& report) {
     Result<ObservationOutcome> outcome =
         worker->compute.Observe(report.local_batch / steps, report.compute_seconds / steps);
     if (!outcome.ok()) return outcome.error();
+    if (*outcome == ObservationOutcome::kRegimeChange) speed_change_pending_ = true;
   }
   worker->memory.ObservePeak(micro_batch, report.peak_memory_bytes);
   communication_.Observe(report.step, report.comm_seconds);
@@ -309,8 +310,9 @@ Result<StepDecision> Controller::Decide(int64_t step) {
     Adopt(std::move(*plan), std::move(*reason));
     last_evaluation_step_ = step;
     decision.plan_changed = true;
-  } else if (step - last_evaluation_step_ >= config_.interval_steps) {
+  } else if (step - last_evaluation_step_ >= config_.interval_steps || speed_change_pending_) {
     last_evaluation_step_ = step;
+    speed_change_pending_ = false;
     Result<Plan> candidate = MakePlan(request, *policy_);
     if (!candidate.ok()) return candidate.error();
     std::vector<int> current;

@@ -125,6 +125,9 @@ class Controller {
   std::vector<std::string> left_;
   std::vector<std::string> out_of_memory_;
   int64_t last_evaluation_step_ = 0;
+  // A worker's fitter confirmed a real speed change (regime change): evaluate at the next
+  // decision instead of waiting for the interval (the min_gain test still applies).
+  bool speed_change_pending_ = false;
   double plan_model_error_ = 0.0;  // ModelError() when the current plan was adopted
   int64_t last_decided_step_ = -1;
   int plan_changes_ = 0;

@@ -184,6 +184,25 @@ TEST(Controller, RealTwofoldSlowdownChangesThePlanWithinOneInterval) {
   EXPECT_LT(controller.plan().workers[5].batch, 0.6 * batch_before);
 }
 
+TEST(Controller, AConfirmedSpeedChangeIsEvaluatedAtOnceNotAtTheNextInterval) {
+  // An interval far longer than the run: only the confirmed speed change can trigger a re-plan.
+  constexpr int kInterval = 1000;
+  Controller controller = MakeController(kInterval);
+  FakeCluster cluster(EightMixedWorkers(), 0.05, 2);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  for (int64_t step = 0; step < 300; ++step) cluster.Step(controller, step);
+  const int batch_before = controller.plan().workers[5].batch;
+  cluster.worker(5).slowdown = 2.0;
+  int64_t changed_at = -1;
+  for (int64_t step = 300; step < 400 && changed_at < 0; ++step) {
+    if (cluster.Step(controller, step)) changed_at = step;
+  }
+  ASSERT_GE(changed_at, 0);
+  // Three reports confirm the change; the decision after them re-plans.
+  EXPECT_LE(changed_at - 300, 4);
+  EXPECT_LT(controller.plan().workers[5].batch, 0.6 * batch_before);
+}
+
 TEST(Controller, RefinesAPlanMadeOnLittleEvidenceOnceTheEvidenceHasGrown) {
   // min_gain so high that only refinements can replace the first measured plan.
   ControllerConfig config = Config(2048);
