@@ -32,11 +32,13 @@ int main(int argc, char** argv) {
   for (int round = 0; round < rounds; ++round) {
     objects = cached_bytes = 0;
     const auto start = std::chrono::steady_clock::now();
-    auto list = fulcrum::kube::protobuf::DecodeList(schema, body, [&](fulcrum::kube::CachedObject o) {
-      ++objects;
-      cached_bytes += o.encoded_size();
-    });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto list =
+        fulcrum::kube::protobuf::DecodeList(schema, body, [&](fulcrum::kube::CachedObject o) {
+          ++objects;
+          cached_bytes += o.encoded_size();
+        });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!list.ok()) {
       std::cerr << list.error().ToString() << "\n";
       return 1;

@@ -11,7 +11,9 @@ namespace {
 
 constexpr int kMaxDepth = 256;
 
-bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+bool IsSpace(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 // Two passes over the text: Scan validates it and records how many members or elements each
 // object and array has (MessagePack writes counts first), in the order they open; Emit writes.
@@ -60,7 +62,8 @@ class Converter {
       while (true) {
         if (c == '{') {
           SkipSpace();
-          if (position_ >= text_.size() || text_[position_] != '"' || !ScanString(nullptr)) return false;
+          if (position_ >= text_.size() || text_[position_] != '"' || !ScanString(nullptr))
+            return false;
           SkipSpace();
           if (position_ >= text_.size() || text_[position_] != ':') return false;
           ++position_;
@@ -112,10 +115,14 @@ class Converter {
     for (int i = 0; i < 4; ++i) {
       const char h = text_[position_++];
       value <<= 4;
-      if (h >= '0' && h <= '9') value |= static_cast<std::uint32_t>(h - '0');
-      else if (h >= 'a' && h <= 'f') value |= static_cast<std::uint32_t>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') value |= static_cast<std::uint32_t>(h - 'A' + 10);
-      else return false;
+      if (h >= '0' && h <= '9')
+        value |= static_cast<std::uint32_t>(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        value |= static_cast<std::uint32_t>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        value |= static_cast<std::uint32_t>(h - 'A' + 10);
+      else
+        return false;
     }
     return true;
   }
@@ -142,14 +149,30 @@ class Converter {
       const char escape = text_[position_++];
       char plain = 0;
       switch (escape) {
-        case '"': plain = '"'; break;
-        case '\\': plain = '\\'; break;
-        case '/': plain = '/'; break;
-        case 'b': plain = '\b'; break;
-        case 'f': plain = '\f'; break;
-        case 'n': plain = '\n'; break;
-        case 'r': plain = '\r'; break;
-        case 't': plain = '\t'; break;
+        case '"':
+          plain = '"';
+          break;
+        case '\\':
+          plain = '\\';
+          break;
+        case '/':
+          plain = '/';
+          break;
+        case 'b':
+          plain = '\b';
+          break;
+        case 'f':
+          plain = '\f';
+          break;
+        case 'n':
+          plain = '\n';
+          break;
+        case 'r':
+          plain = '\r';
+          break;
+        case 't':
+          plain = '\t';
+          break;
         case 'u': {
           std::uint32_t code = 0;
           if (!Hex4(code)) return false;
@@ -165,7 +188,8 @@ class Converter {
           if (out != nullptr) out->append(utf8);
           continue;
         }
-        default: return false;
+        default:
+          return false;
       }
       if (out != nullptr) out->push_back(plain);
     }
@@ -177,22 +201,26 @@ class Converter {
     const std::size_t start = position_;
     if (position_ < text_.size() && text_[position_] == '-') ++position_;
     const std::size_t digits = position_;
-    while (position_ < text_.size() && text_[position_] >= '0' && text_[position_] <= '9') ++position_;
+    while (position_ < text_.size() && text_[position_] >= '0' && text_[position_] <= '9')
+      ++position_;
     if (position_ == digits) return false;
     if (text_[digits] == '0' && position_ - digits > 1) return false;  // no leading zeros
     bool integer = true;
     if (position_ < text_.size() && text_[position_] == '.') {
       integer = false;
       const std::size_t fraction = ++position_;
-      while (position_ < text_.size() && text_[position_] >= '0' && text_[position_] <= '9') ++position_;
+      while (position_ < text_.size() && text_[position_] >= '0' && text_[position_] <= '9')
+        ++position_;
       if (position_ == fraction) return false;
     }
     if (position_ < text_.size() && (text_[position_] == 'e' || text_[position_] == 'E')) {
       integer = false;
       ++position_;
-      if (position_ < text_.size() && (text_[position_] == '+' || text_[position_] == '-')) ++position_;
+      if (position_ < text_.size() && (text_[position_] == '+' || text_[position_] == '-'))
+        ++position_;
       const std::size_t exponent = position_;
-      while (position_ < text_.size() && text_[position_] >= '0' && text_[position_] <= '9') ++position_;
+      while (position_ < text_.size() && text_[position_] >= '0' && text_[position_] <= '9')
+        ++position_;
       if (position_ == exponent) return false;
     }
     if (out == nullptr) return true;

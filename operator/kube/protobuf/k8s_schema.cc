@@ -17,7 +17,8 @@ constexpr std::string_view kMeta = "k8s.io.apimachinery.pkg.apis.meta.v1.";
 // "apps" -> k8s.io.api.apps, "coordination.k8s.io" -> k8s.io.api.coordination,
 // "" -> k8s.io.api.core: the first label of the group names the package.
 std::string PackageOf(std::string_view group, std::string_view version) {
-  std::string_view first = group.empty() ? std::string_view("core") : group.substr(0, group.find('.'));
+  std::string_view first =
+      group.empty() ? std::string_view("core") : group.substr(0, group.find('.'));
   return "k8s.io.api." + std::string(first) + "." + std::string(version);
 }
 }  // namespace
@@ -63,9 +64,11 @@ K8sSchema::K8sSchema() : pool_(std::make_unique<google::protobuf::DescriptorPool
   object_meta_ = pool_->FindMessageTypeByName(std::string(kMeta) + "ObjectMeta");
   for (int i = 0; i < files.file_size(); ++i) {
     const auto* file = pool_->FindFileByName(files.file(i).name());
-    for (int m = 0; file != nullptr && m < file->message_type_count(); ++m) AddInfo(file->message_type(m));
+    for (int m = 0; file != nullptr && m < file->message_type_count(); ++m)
+      AddInfo(file->message_type(m));
   }
-  ApplyJsonFields(std::string_view(reinterpret_cast<const char*>(kK8sJsonFields), kK8sJsonFieldsSize));
+  ApplyJsonFields(
+      std::string_view(reinterpret_cast<const char*>(kK8sJsonFields), kK8sJsonFieldsSize));
 }
 
 void K8sSchema::ApplyJsonFields(std::string_view lines) {

@@ -5,10 +5,10 @@
 
 #include <google/protobuf/descriptor.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <cstdint>
 #include <unordered_map>
 #include <vector>
 
@@ -31,7 +31,7 @@ enum class SpecialType {
 struct MessageInfo {
   SpecialType special = SpecialType::kNone;
   std::vector<const google::protobuf::FieldDescriptor*> fields_by_number;  // null where none
-  std::vector<bool> inline_by_number;  // Go embeds it with json:",inline"
+  std::vector<bool> inline_by_number;            // Go embeds it with json:",inline"
   std::vector<std::string> json_name_by_number;  // "" where it is the protobuf name
 
   const google::protobuf::FieldDescriptor* Field(std::uint32_t number) const {

@@ -43,8 +43,7 @@ Result<ObjectIdentity> DecodeIdentity(const K8sSchema& schema, std::string_view 
   const int kResourceVersion = NumberOf(*meta, "resourceVersion");
   const int kLabels = NumberOf(*meta, "labels");
   const int kOwners = NumberOf(*meta, "ownerReferences");
-  const int kOwnerUid =
-      NumberOf(*meta->FindFieldByName("ownerReferences")->message_type(), "uid");
+  const int kOwnerUid = NumberOf(*meta->FindFieldByName("ownerReferences")->message_type(), "uid");
   ObjectIdentity identity;
   WireReader reader(object_meta);
   while (std::optional<WireField> field = reader.Next()) {
@@ -61,7 +60,8 @@ Result<ObjectIdentity> DecodeIdentity(const K8sSchema& schema, std::string_view 
     } else if (number == kLabels) {
       identity.labels.emplace_back(BytesField(field->bytes, 1), BytesField(field->bytes, 2));
     } else if (number == kOwners) {
-      identity.owner_uids.emplace_back(BytesField(field->bytes, static_cast<std::uint32_t>(kOwnerUid)));
+      identity.owner_uids.emplace_back(
+          BytesField(field->bytes, static_cast<std::uint32_t>(kOwnerUid)));
     }
   }
   if (reader.failed()) return Bad("an item's metadata is malformed");
@@ -86,7 +86,8 @@ Status ListDecoder::Feed(std::string_view bytes) {
 }
 
 Result<ListMetadata> ListDecoder::Finish() {
-  if (stage_ == Stage::kEnvelope && offset_ == buffer_.size()) return Bad("the envelope carries no list");
+  if (stage_ == Stage::kEnvelope && offset_ == buffer_.size())
+    return Bad("the envelope carries no list");
   if (stage_ != Stage::kTrailer || offset_ != buffer_.size()) {
     return Bad("the response ended early" + (list_.kind.empty() ? "" : " (in " + list_.kind + ")"));
   }
@@ -111,7 +112,8 @@ Status ListDecoder::StartList() {
 }
 
 Status ListDecoder::Item(std::string_view wire) {
-  Result<ObjectIdentity> identity = DecodeIdentity(schema_, BytesField(wire, item_metadata_number_));
+  Result<ObjectIdentity> identity =
+      DecodeIdentity(schema_, BytesField(wire, item_metadata_number_));
   if (!identity.ok()) return identity.error();
   // Kept as the protobuf the server sent, transcoded when read: after checking that it would
   // transcode (a counting pass over every level, far cheaper than writing the JSON form).
@@ -136,13 +138,15 @@ Result<bool> ListDecoder::Step() {
   // Every field here is a tag, then (for what we read) a length and a payload.
   std::size_t position = 0;
   const std::optional<std::uint64_t> tag = WireReader::ReadVarint(rest, position);
-  if (!tag) return rest.size() >= 10 ? Result<bool>(Bad("malformed field tag")) : Result<bool>(false);
+  if (!tag)
+    return rest.size() >= 10 ? Result<bool>(Bad("malformed field tag")) : Result<bool>(false);
   const auto number = static_cast<std::uint32_t>(*tag >> 3);
   const auto wire_type = static_cast<WireType>(*tag & 7);
   std::uint64_t length = 0;
   if (wire_type == WireType::kLengthDelimited) {
     const std::optional<std::uint64_t> size = WireReader::ReadVarint(rest, position);
-    if (!size) return rest.size() >= 20 ? Result<bool>(Bad("malformed length")) : Result<bool>(false);
+    if (!size)
+      return rest.size() >= 20 ? Result<bool>(Bad("malformed length")) : Result<bool>(false);
     length = *size;
   } else if (stage_ != Stage::kList) {
     return Bad("unexpected field type in the envelope");
@@ -160,7 +164,8 @@ Result<bool> ListDecoder::Step() {
   if (stage_ == Stage::kList && wire_type != WireType::kLengthDelimited) {
     // A scalar in the list message (none exist today): skip it whole.
     WireReader reader(rest);
-    if (!reader.Next()) return rest.size() >= 20 ? Result<bool>(Bad("malformed field")) : Result<bool>(false);
+    if (!reader.Next())
+      return rest.size() >= 20 ? Result<bool>(Bad("malformed field")) : Result<bool>(false);
     position = reader.position();
   }
   if (rest.size() - position < length) return false;  // wait for the whole field

@@ -43,7 +43,7 @@ class ListDecoder {
   const K8sSchema& schema_;
   std::function<void(CachedObject)> on_item_;
   std::string buffer_;
-  std::size_t offset_ = 0;      // bytes of buffer_ already consumed
+  std::size_t offset_ = 0;       // bytes of buffer_ already consumed
   std::uint64_t list_left_ = 0;  // bytes of the list message not yet consumed
   Stage stage_ = Stage::kMagic;
   ListMetadata list_;

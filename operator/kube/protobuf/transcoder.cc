@@ -1,8 +1,8 @@
 #include "operator/kube/protobuf/transcoder.h"
 
+#include <algorithm>
 #include <bit>
 #include <bitset>
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -37,7 +37,8 @@ std::string Base64(std::string_view bytes) {
   }
   if (i < bytes.size()) {
     std::uint32_t n = static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[i])) << 16;
-    if (i + 1 < bytes.size()) n |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[i + 1])) << 8;
+    if (i + 1 < bytes.size())
+      n |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[i + 1])) << 8;
     text.push_back(kAlphabet[(n >> 18) & 63]);
     text.push_back(kAlphabet[(n >> 12) & 63]);
     text.push_back(i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=');
@@ -70,22 +71,26 @@ bool WireTypeFits(const FieldDescriptor& field, WireType wire) {
 // One scalar (already checked against the field's wire type).
 void WriteScalar(const FieldDescriptor& field, std::uint64_t value, MsgpackWriter& out) {
   switch (field.type()) {
-    case FieldDescriptor::TYPE_BOOL: return out.Bool(value != 0);
+    case FieldDescriptor::TYPE_BOOL:
+      return out.Bool(value != 0);
     case FieldDescriptor::TYPE_UINT32:
     case FieldDescriptor::TYPE_UINT64:
     case FieldDescriptor::TYPE_FIXED32:
-    case FieldDescriptor::TYPE_FIXED64: return out.UInt(value);
+    case FieldDescriptor::TYPE_FIXED64:
+      return out.UInt(value);
     case FieldDescriptor::TYPE_SINT32:
     case FieldDescriptor::TYPE_SINT64:
       return out.Int(static_cast<std::int64_t>(value >> 1) ^ -static_cast<std::int64_t>(value & 1));
     case FieldDescriptor::TYPE_SFIXED32:
       return out.Int(static_cast<std::int32_t>(static_cast<std::uint32_t>(value)));
-    case FieldDescriptor::TYPE_DOUBLE: return out.Double(std::bit_cast<double>(value));
+    case FieldDescriptor::TYPE_DOUBLE:
+      return out.Double(std::bit_cast<double>(value));
     case FieldDescriptor::TYPE_FLOAT:
       return out.Double(std::bit_cast<float>(static_cast<std::uint32_t>(value)));
     case FieldDescriptor::TYPE_INT32:
       return out.Int(static_cast<std::int32_t>(static_cast<std::uint32_t>(value)));
-    default: return out.Int(static_cast<std::int64_t>(value));  // int64, sfixed64, enum
+    default:
+      return out.Int(static_cast<std::int64_t>(value));  // int64, sfixed64, enum
   }
 }
 
@@ -120,7 +125,8 @@ class Writer {
         continue;  // more of the same repeated field, or a field newer than our schema
       }
       if (field->number < seen.size()) {
-        if (seen[field->number]) return Malformed(type, "a repeated field's elements are not adjacent");
+        if (seen[field->number])
+          return Malformed(type, "a repeated field's elements are not adjacent");
         seen[field->number] = true;
       }
       last = field->number;
@@ -144,19 +150,22 @@ class Writer {
       const FieldDescriptor* field = info.Field(first->number);
       if (field == nullptr) continue;
       if (info.Inline(first->number) && first->type == WireType::kLengthDelimited) {
-        if (Status status = Members(*field->message_type(), first->bytes, depth + 1); !status.ok()) {
+        if (Status status = Members(*field->message_type(), first->bytes, depth + 1);
+            !status.ok()) {
           return status;
         }
         continue;
       }
       out_.String(info.JsonName(*field));
       if (!field->is_repeated()) {
-        if (!WireTypeFits(*field, first->type)) return Malformed(type, "wrong wire type for " + field->name());
+        if (!WireTypeFits(*field, first->type))
+          return Malformed(type, "wrong wire type for " + field->name());
         if (Status status = Value(*field, *first, depth); !status.ok()) return status;
         continue;
       }
       // One reusable buffer per depth: repeated fields are everywhere, allocations add up.
-      if (elements_by_depth_.size() <= static_cast<std::size_t>(depth)) elements_by_depth_.resize(depth + 1);
+      if (elements_by_depth_.size() <= static_cast<std::size_t>(depth))
+        elements_by_depth_.resize(depth + 1);
       std::vector<WireField>& elements = elements_by_depth_[static_cast<std::size_t>(depth)];
       elements.assign(1, *first);
       while (reader.PeekNumber() == first->number) elements.push_back(*reader.Next());
@@ -168,10 +177,17 @@ class Writer {
 
   Status Value(const FieldDescriptor& field, const WireField& value, int depth) {
     switch (field.type()) {
-      case FieldDescriptor::TYPE_STRING: out_.String(value.bytes); return Ok();
-      case FieldDescriptor::TYPE_BYTES: out_.String(Base64(value.bytes)); return Ok();
-      case FieldDescriptor::TYPE_MESSAGE: return Message(*field.message_type(), value.bytes, depth + 1);
-      default: WriteScalar(field, value.scalar, out_); return Ok();
+      case FieldDescriptor::TYPE_STRING:
+        out_.String(value.bytes);
+        return Ok();
+      case FieldDescriptor::TYPE_BYTES:
+        out_.String(Base64(value.bytes));
+        return Ok();
+      case FieldDescriptor::TYPE_MESSAGE:
+        return Message(*field.message_type(), value.bytes, depth + 1);
+      default:
+        WriteScalar(field, value.scalar, out_);
+        return Ok();
     }
   }
 
@@ -183,7 +199,8 @@ class Writer {
       const FieldDescriptor* key_field = entry.map_key();
       const FieldDescriptor* value_field = entry.map_value();
       for (const WireField& element : elements) {
-        if (element.type != WireType::kLengthDelimited) return Malformed(type, "bad map entry in " + field.name());
+        if (element.type != WireType::kLengthDelimited)
+          return Malformed(type, "bad map entry in " + field.name());
         std::optional<WireField> key;
         std::optional<WireField> value;
         WireReader reader(element.bytes);
@@ -192,8 +209,10 @@ class Writer {
           if (part->number == 2) value = part;
         }
         if (reader.failed()) return Malformed(entry, "truncated or invalid wire data");
-        if (key && !WireTypeFits(*key_field, key->type)) return Malformed(entry, "wrong wire type for key");
-        if (value && !WireTypeFits(*value_field, value->type)) return Malformed(entry, "wrong wire type for value");
+        if (key && !WireTypeFits(*key_field, key->type))
+          return Malformed(entry, "wrong wire type for key");
+        if (value && !WireTypeFits(*value_field, value->type))
+          return Malformed(entry, "wrong wire type for value");
         if (key_field->type() == FieldDescriptor::TYPE_STRING) {
           out_.String(key ? key->bytes : std::string_view());
         } else {
@@ -201,7 +220,8 @@ class Writer {
         }
         if (value) {
           if (Status status = Value(*value_field, *value, depth); !status.ok()) return status;
-        } else if (Status status = Value(*value_field, WireField{2, WireType::kLengthDelimited, 0, {}}, depth);
+        } else if (Status status =
+                       Value(*value_field, WireField{2, WireType::kLengthDelimited, 0, {}}, depth);
                    !status.ok()) {
           return status;  // absent value: the type's zero value
         }
@@ -214,7 +234,8 @@ class Writer {
     if (!packable) {
       out_.ArrayHeader(elements.size());
       for (const WireField& element : elements) {
-        if (!WireTypeFits(field, element.type)) return Malformed(type, "wrong wire type for " + field.name());
+        if (!WireTypeFits(field, element.type))
+          return Malformed(type, "wrong wire type for " + field.name());
         if (Status status = Value(field, element, depth); !status.ok()) return status;
       }
       return Ok();
@@ -223,7 +244,8 @@ class Writer {
     std::vector<std::uint64_t> values;
     for (const WireField& element : elements) {
       if (element.type != WireType::kLengthDelimited) {
-        if (!WireTypeFits(field, element.type)) return Malformed(type, "wrong wire type for " + field.name());
+        if (!WireTypeFits(field, element.type))
+          return Malformed(type, "wrong wire type for " + field.name());
         values.push_back(element.scalar);
         continue;
       }
@@ -234,7 +256,8 @@ class Writer {
         const bool fixed32 = WireTypeFits(field, WireType::kFixed32);
         if (fixed64 || fixed32) {
           const std::size_t width = fixed64 ? 8 : 4;
-          if (run.size() - position < width) return Malformed(type, "truncated packed " + field.name());
+          if (run.size() - position < width)
+            return Malformed(type, "truncated packed " + field.name());
           std::uint64_t value = 0;
           std::memcpy(&value, run.data() + position, width);
           position += width;
@@ -279,7 +302,8 @@ class Writer {
           out_.Nil();
         } else {
           out_.String(Rfc3339(static_cast<std::int64_t>(first_scalar),
-                              static_cast<std::int32_t>(second_scalar), special == SpecialType::kMicroTime));
+                              static_cast<std::int32_t>(second_scalar),
+                              special == SpecialType::kMicroTime));
         }
         return Ok();
       case SpecialType::kDuration:
@@ -309,7 +333,8 @@ class Writer {
         out_.ArrayHeader(strings);
         WireReader items(wire);
         while (std::optional<WireField> field = items.Next()) {
-          if (field->number == 1 && field->type == WireType::kLengthDelimited) out_.String(field->bytes);
+          if (field->number == 1 && field->type == WireType::kLengthDelimited)
+            out_.String(field->bytes);
         }
         return Ok();
       }
@@ -337,7 +362,8 @@ void AppendFraction(std::string& text, std::uint64_t& value, int precision) {
   if (print) text = "." + digits + text;
 }
 
-Status CheckMessage(const K8sSchema& schema, const Descriptor& type, std::string_view wire, int depth) {
+Status CheckMessage(const K8sSchema& schema, const Descriptor& type, std::string_view wire,
+                    int depth) {
   if (depth > kMaxDepth) return Malformed(type, "nested too deeply");
   const MessageInfo& info = schema.InfoOf(&type);
   std::bitset<1024> seen;
@@ -347,7 +373,8 @@ Status CheckMessage(const K8sSchema& schema, const Descriptor& type, std::string
     const FieldDescriptor* descriptor = info.Field(field->number);
     if (descriptor == nullptr) continue;
     if (field->number != last && field->number < seen.size()) {
-      if (seen[field->number]) return Malformed(type, "a repeated field's elements are not adjacent");
+      if (seen[field->number])
+        return Malformed(type, "a repeated field's elements are not adjacent");
       seen[field->number] = true;
     }
     last = field->number;
@@ -359,7 +386,8 @@ Status CheckMessage(const K8sSchema& schema, const Descriptor& type, std::string
       return Malformed(type, "wrong wire type for " + descriptor->name());
     }
     if (descriptor->type() == FieldDescriptor::TYPE_MESSAGE) {
-      if (Status status = CheckMessage(schema, *descriptor->message_type(), field->bytes, depth + 1);
+      if (Status status =
+              CheckMessage(schema, *descriptor->message_type(), field->bytes, depth + 1);
           !status.ok()) {
         return status;
       }
@@ -429,20 +457,21 @@ std::string Rfc3339(std::int64_t seconds, std::int32_t nanos, bool micros) {
   const std::int64_t day_of_era = days - era * 146097;
   const std::int64_t year_of_era =
       (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
-  const std::int64_t day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+  const std::int64_t day_of_year =
+      day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
   const std::int64_t month_index = (5 * day_of_year + 2) / 153;
   const std::int64_t day = day_of_year - (153 * month_index + 2) / 5 + 1;
   const std::int64_t month = month_index < 10 ? month_index + 3 : month_index - 9;
   const std::int64_t year = year_of_era + era * 400 + (month <= 2 ? 1 : 0);
   char buffer[48];
-  int length = std::snprintf(buffer, sizeof buffer, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld",
-                             static_cast<long long>(year), static_cast<long long>(month),
-                             static_cast<long long>(day), static_cast<long long>(second_of_day / 3600),
-                             static_cast<long long>(second_of_day / 60 % 60),
-                             static_cast<long long>(second_of_day % 60));
+  int length = std::snprintf(
+      buffer, sizeof buffer, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld",
+      static_cast<long long>(year), static_cast<long long>(month), static_cast<long long>(day),
+      static_cast<long long>(second_of_day / 3600), static_cast<long long>(second_of_day / 60 % 60),
+      static_cast<long long>(second_of_day % 60));
   if (micros) {
-    length += std::snprintf(buffer + length, sizeof buffer - static_cast<std::size_t>(length), ".%06d",
-                            std::max(0, nanos) / 1000);
+    length += std::snprintf(buffer + length, sizeof buffer - static_cast<std::size_t>(length),
+                            ".%06d", std::max(0, nanos) / 1000);
   }
   return std::string(buffer, static_cast<std::size_t>(length)) + "Z";
 }

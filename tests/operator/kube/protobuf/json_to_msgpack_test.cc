@@ -34,9 +34,9 @@ TEST(JsonToMsgpack, AgreesWithNlohmannOnValidDocuments) {
 }
 
 TEST(JsonToMsgpack, RefusesInvalidJsonAndWritesNothing) {
-  for (const std::string text : {"", "{", "{\"a\":}", "[1,]", "{\"a\" 1}", "01", "1.", "-",
-                                 "\"unterminated", "\"bad \\q escape\"", "\"\\ud800 lone\"",
-                                 "tru", "[1] 2", "{\"a\":1,}", "\"ctl \x01\""}) {
+  for (const std::string text :
+       {"", "{", "{\"a\":}", "[1,]", "{\"a\" 1}", "01", "1.", "-", "\"unterminated",
+        "\"bad \\q escape\"", "\"\\ud800 lone\"", "tru", "[1] 2", "{\"a\":1,}", "\"ctl \x01\""}) {
     std::vector<std::uint8_t> bytes;
     MsgpackWriter out(bytes);
     EXPECT_FALSE(JsonToMsgpack(text, out)) << text;

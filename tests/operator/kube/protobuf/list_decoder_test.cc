@@ -22,7 +22,8 @@ std::string Serialized(const std::string& api_version, const std::string& kind,
 }
 
 // "k8s\0" + runtime.Unknown{typeMeta, raw}.
-std::string Envelope(const std::string& api_version, const std::string& kind, const std::string& raw) {
+std::string Envelope(const std::string& api_version, const std::string& kind,
+                     const std::string& raw) {
   auto length_delimited = [](int number, const std::string& payload) {
     std::string field(1, static_cast<char>(number << 3 | 2));
     std::size_t size = payload.size();
@@ -40,9 +41,8 @@ std::string Envelope(const std::string& api_version, const std::string& kind, co
 std::string PodList(int pods) {
   std::string text = R"pb(metadata { resourceVersion: "777" continue: "next-page" })pb";
   for (int i = 0; i < pods; ++i) {
-    text += " items { metadata { name: \"p" + std::to_string(i) +
-            "\" namespace: \"ns\" uid: \"u" + std::to_string(i) +
-            "\" resourceVersion: \"" + std::to_string(100 + i) +
+    text += " items { metadata { name: \"p" + std::to_string(i) + "\" namespace: \"ns\" uid: \"u" +
+            std::to_string(i) + "\" resourceVersion: \"" + std::to_string(100 + i) +
             "\" labels { key: \"app\" value: \"x\" } ownerReferences { uid: \"owner\" } }"
             " spec { nodeName: \"a100-0\" } }";
   }
@@ -80,7 +80,8 @@ TEST(ListDecoder, AResponseCutShortIsAnError) {
     auto list = DecodeList(K8sSchema::BuiltIn(), body.substr(0, cut), [](CachedObject) {});
     EXPECT_FALSE(list.ok()) << "cut at " << cut;
     if (!list.ok()) {
-      EXPECT_NE(list.error().message.find("ended early"), std::string::npos) << list.error().message;
+      EXPECT_NE(list.error().message.find("ended early"), std::string::npos)
+          << list.error().message;
     }
   }
 }
@@ -89,11 +90,13 @@ TEST(ListDecoder, ForeignOrUnknownBodiesAreRefusedByName) {
   auto json = DecodeList(K8sSchema::BuiltIn(), R"({"kind":"PodList"})", [](CachedObject) {});
   ASSERT_FALSE(json.ok());
   EXPECT_NE(json.error().message.find("magic"), std::string::npos);
-  auto unknown = DecodeList(K8sSchema::BuiltIn(), Envelope("fulcrum.dev/v1alpha1", "HeteroTrainingJobList", ""),
+  auto unknown = DecodeList(K8sSchema::BuiltIn(),
+                            Envelope("fulcrum.dev/v1alpha1", "HeteroTrainingJobList", ""),
                             [](CachedObject) {});
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().message.find("HeteroTrainingJobList"), std::string::npos);
-  auto not_a_list = DecodeList(K8sSchema::BuiltIn(), Envelope("v1", "Pod", ""), [](CachedObject) {});
+  auto not_a_list =
+      DecodeList(K8sSchema::BuiltIn(), Envelope("v1", "Pod", ""), [](CachedObject) {});
   ASSERT_FALSE(not_a_list.ok());
   EXPECT_NE(not_a_list.error().message.find("not a list"), std::string::npos);
 }

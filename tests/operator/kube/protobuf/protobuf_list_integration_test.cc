@@ -20,7 +20,8 @@ bool IsZero(const nlohmann::json& value) {
 }
 
 // Every value in `json` is in `proto` and equal; whatever `proto` has beyond it is a zero value.
-void ExpectSameObject(const nlohmann::json& json, const nlohmann::json& proto, const std::string& path) {
+void ExpectSameObject(const nlohmann::json& json, const nlohmann::json& proto,
+                      const std::string& path) {
   if (json.is_object() && proto.is_object()) {
     for (const auto& [key, value] : json.items()) {
       if (!proto.contains(key)) {
@@ -51,7 +52,8 @@ struct Listed {
   std::string resource_version;
 };
 
-Listed ListCached(ApiClient& client, const ResourceType& type, const std::string& ns, ListEncoding encoding) {
+Listed ListCached(ApiClient& client, const ResourceType& type, const std::string& ns,
+                  ListEncoding encoding) {
   Listed listed;
   auto list = client.ListPageCached(type, ns, {}, encoding, [&](CachedObject object) {
     listed.objects[object.key()] = object.ToJson();
@@ -100,29 +102,41 @@ TEST(KubeProtobufList, BuiltInObjectsMatchTheirJsonForm) {
         "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}],
       "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}]}})");
   ASSERT_TRUE(client->Create(resources::Pods(), ns, pod).ok());
-  ASSERT_TRUE(client->Create(resources::ConfigMaps(), ns,
-                             {{"apiVersion", "v1"}, {"kind", "ConfigMap"},
-                              {"metadata", {{"name", "settings"}}},
-                              {"data", {{"mode", "fast"}}},
-                              {"binaryData", {{"blob", "AP8QaGk="}}}})
+  ASSERT_TRUE(client
+                  ->Create(resources::ConfigMaps(), ns,
+                           {{"apiVersion", "v1"},
+                            {"kind", "ConfigMap"},
+                            {"metadata", {{"name", "settings"}}},
+                            {"data", {{"mode", "fast"}}},
+                            {"binaryData", {{"blob", "AP8QaGk="}}}})
                   .ok());
-  ASSERT_TRUE(client->Create(resources::Secrets(), ns,
-                             {{"apiVersion", "v1"}, {"kind", "Secret"},
-                              {"metadata", {{"name", "job-token"}}},
-                              {"stringData", {{"token", "s3cret"}}}})
+  ASSERT_TRUE(client
+                  ->Create(resources::Secrets(), ns,
+                           {{"apiVersion", "v1"},
+                            {"kind", "Secret"},
+                            {"metadata", {{"name", "job-token"}}},
+                            {"stringData", {{"token", "s3cret"}}}})
                   .ok());
-  ASSERT_TRUE(client->Create(resources::Services(), ns,
-                             {{"apiVersion", "v1"}, {"kind", "Service"},
-                              {"metadata", {{"name", "coordinator"}}},
-                              {"spec", {{"selector", {{"app", "fulcrum"}}},
-                                        {"ports", {{{"name", "grpc"}, {"port", 50051}, {"targetPort", "grpc"}},
-                                                   {{"name", "metrics"}, {"port", 9400}, {"targetPort", 9400}}}}}}})
+  ASSERT_TRUE(client
+                  ->Create(resources::Services(), ns,
+                           {{"apiVersion", "v1"},
+                            {"kind", "Service"},
+                            {"metadata", {{"name", "coordinator"}}},
+                            {"spec",
+                             {{"selector", {{"app", "fulcrum"}}},
+                              {"ports",
+                               {{{"name", "grpc"}, {"port", 50051}, {"targetPort", "grpc"}},
+                                {{"name", "metrics"}, {"port", 9400}, {"targetPort", 9400}}}}}}})
                   .ok());
-  ASSERT_TRUE(client->Create(resources::Leases(), ns,
-                             {{"apiVersion", "coordination.k8s.io/v1"}, {"kind", "Lease"},
-                              {"metadata", {{"name", "leader"}}},
-                              {"spec", {{"holderIdentity", "op-1"}, {"leaseDurationSeconds", 15},
-                                        {"renewTime", "2026-11-22T05:00:00.123456Z"}}}})
+  ASSERT_TRUE(client
+                  ->Create(resources::Leases(), ns,
+                           {{"apiVersion", "coordination.k8s.io/v1"},
+                            {"kind", "Lease"},
+                            {"metadata", {{"name", "leader"}}},
+                            {"spec",
+                             {{"holderIdentity", "op-1"},
+                              {"leaseDurationSeconds", 15},
+                              {"renewTime", "2026-11-22T05:00:00.123456Z"}}}})
                   .ok());
 
   for (const ResourceType& type : {resources::Pods(), resources::ConfigMaps(), resources::Secrets(),

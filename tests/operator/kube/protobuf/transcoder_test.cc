@@ -33,27 +33,78 @@ nlohmann::json Transcode(const std::string& api_version, const std::string& kind
 TEST(Transcoder, PodBecomesItsJsonForm) {
   const nlohmann::json pod = Transcode("v1", "Pod", R"pb(
     metadata {
-      name: "trainer-0" namespace: "jobs" uid: "u-1" resourceVersion: "42"
+      name: "trainer-0"
+      namespace: "jobs"
+      uid: "u-1"
+      resourceVersion: "42"
       creationTimestamp { seconds: 1795305600 }
       labels { key: "app" value: "fulcrum" }
       labels { key: "rank" value: "0" }
-      ownerReferences { apiVersion: "fulcrum.dev/v1alpha1" kind: "HeteroTrainingJob" name: "j" uid: "o-1" controller: true }
-      managedFields { manager: "fulcrum" operation: "Update" fieldsType: "FieldsV1"
-        fieldsV1 { Raw: "{\"f:metadata\":{\"f:labels\":{\".\":{},\"k:{\\\"a\\\":1}\":{}}}}" } time {} }
+      ownerReferences {
+        apiVersion: "fulcrum.dev/v1alpha1"
+        kind: "HeteroTrainingJob"
+        name: "j"
+        uid: "o-1"
+        controller: true
+      }
+      managedFields {
+        manager: "fulcrum"
+        operation: "Update"
+        fieldsType: "FieldsV1"
+        fieldsV1 { Raw: "{\"f:metadata\":{\"f:labels\":{\".\":{},\"k:{\\\"a\\\":1}\":{}}}}" }
+        time {}
+      }
     }
     spec {
       containers {
-        name: "main" image: "fulcrum-trainer:dev"
+        name: "main"
+        image: "fulcrum-trainer:dev"
         ports { containerPort: 29500 protocol: "TCP" }
-        resources { requests { key: "cpu" value { string: "500m" } } limits { key: "nvidia.com/gpu" value { string: "1" } } }
-        livenessProbe { handler { httpGet { path: "/healthz" port { type: 1 strVal: "metrics" } } } periodSeconds: 10 }
+        resources {
+          requests {
+            key: "cpu"
+            value { string: "500m" }
+          }
+          limits {
+            key: "nvidia.com/gpu"
+            value { string: "1" }
+          }
+        }
+        livenessProbe {
+          handler {
+            httpGet {
+              path: "/healthz"
+              port { type: 1 strVal: "metrics" }
+            }
+          }
+          periodSeconds: 10
+        }
         readinessProbe { handler { tcpSocket { port { type: 0 intVal: 8080 } } } }
-        env { name: "TOKEN" valueFrom { secretKeyRef { localObjectReference { name: "job-token" } key: "token" } } }
+        env {
+          name: "TOKEN"
+          valueFrom {
+            secretKeyRef {
+              localObjectReference { name: "job-token" }
+              key: "token"
+            }
+          }
+        }
       }
-      volumes { name: "data" volumeSource { emptyDir { sizeLimit { string: "1Gi" } } } }
+      volumes {
+        name: "data"
+        volumeSource { emptyDir { sizeLimit { string: "1Gi" } } }
+      }
       terminationGracePeriodSeconds: 30
     }
-    status { phase: "Running" conditions { type: "Ready" status: "True" lastProbeTime {} lastTransitionTime { seconds: 0 } } }
+    status {
+      phase: "Running"
+      conditions {
+        type: "Ready"
+        status: "True"
+        lastProbeTime {}
+        lastTransitionTime { seconds: 0 }
+      }
+    }
   )pb");
   const nlohmann::json& metadata = pod["metadata"];
   EXPECT_EQ(metadata["name"], "trainer-0");
@@ -91,7 +142,11 @@ TEST(Transcoder, BytesAreBase64AndMicroTimeHasMicroseconds) {
   EXPECT_EQ(config_map["binaryData"]["b"], "AP8QaGk=");
   const nlohmann::json lease = Transcode("coordination.k8s.io/v1", "Lease", R"pb(
     metadata { name: "l" }
-    spec { holderIdentity: "op-1" leaseDurationSeconds: 15 renewTime { seconds: 1795305600 nanos: 123456789 } }
+    spec {
+      holderIdentity: "op-1"
+      leaseDurationSeconds: 15
+      renewTime { seconds: 1795305600 nanos: 123456789 }
+    }
   )pb");
   EXPECT_EQ(lease["spec"]["renewTime"], "2026-11-22T00:00:00.123456Z");
   EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 15);

@@ -33,7 +33,7 @@ TEST(WireReader, ReadsVarintsFixedAndLengthDelimitedFields) {
 
 TEST(WireReader, TruncatedInputFailsInsteadOfReadingPastTheEnd) {
   for (const std::string& wire : {std::string("\x12\x05hi", 4), std::string("\x08\xff", 2),
-                                 std::string("\x1d\x01\x02", 3), std::string("\x0b", 1)}) {
+                                  std::string("\x1d\x01\x02", 3), std::string("\x0b", 1)}) {
     WireReader reader(wire);
     EXPECT_FALSE(reader.Next());
     EXPECT_TRUE(reader.failed()) << "input of " << wire.size() << " bytes";
@@ -43,11 +43,10 @@ TEST(WireReader, TruncatedInputFailsInsteadOfReadingPastTheEnd) {
 TEST(MsgpackWriter, EveryEncodingSizeDecodesToTheSameValue) {
   std::vector<std::uint8_t> bytes;
   MsgpackWriter out(bytes);
-  const std::vector<std::int64_t> ints = {0,     1,      127,        128,         255,
-                                          256,   65535,  65536,      4294967295,  4294967296,
-                                          -1,    -32,    -33,        -128,        -129,
-                                          -32768, -32769, -2147483648LL, -2147483649LL,
-                                          INT64_MIN, INT64_MAX};
+  const std::vector<std::int64_t> ints = {
+      0,        1,   127, 128,  255,  256,    65535,  65536,         4294967295,    4294967296,
+      -1,       -32, -33, -128, -129, -32768, -32769, -2147483648LL, -2147483649LL, INT64_MIN,
+      INT64_MAX};
   const std::vector<std::size_t> sizes = {0, 15, 16, 31, 32, 255, 256, 65535, 65536};
   out.ArrayHeader(ints.size() + sizes.size() + 4);
   for (std::int64_t value : ints) out.Int(value);
