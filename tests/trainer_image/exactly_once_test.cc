@@ -2,6 +2,7 @@
 // sample indices the trainers committed are every index exactly once in every complete epoch.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <map>
 #include <set>
 
@@ -12,7 +13,7 @@ namespace {
 
 constexpr int kDatasetSize = 400;
 constexpr int kGlobalBatch = 16;
-constexpr int kSteps = 200;
+constexpr int kSteps = 400;
 constexpr int kCompleteEpochs = kSteps * kGlobalBatch / kDatasetSize;
 
 TEST(TrainerExactlyOnce, EverySampleOncePerEpochAcrossRebalanceAndJoin) {
@@ -85,6 +86,8 @@ TEST(TrainerExactlyOnce, EverySampleOncePerEpochAcrossRebalanceAndJoin) {
     return int64_t{-1};
   }();
   EXPECT_GE(join_position, 0);
+  std::cout << "the third trainer joined at position " << join_position << " of "
+            << kSteps * kGlobalBatch << "\n";
   EXPECT_LT(join_position, (kCompleteEpochs - 1) * kDatasetSize)
       << "the join came too late to be checked within a complete epoch";
 }
