@@ -26,8 +26,9 @@ TEST(TrainerExactlyOnce, EverySampleOncePerEpochAcrossRebalanceAndJoin) {
   auto args_for = [&](const std::string& pod) {
     const std::string slowdown_file = job.directory() + "/" + pod + ".slowdown";
     WriteFile(slowdown_file, "100\n");
-    return std::vector<std::string>{"--dataset-size", std::to_string(kDatasetSize), "--steps",
-                                    std::to_string(kSteps), "--slowdown-file", slowdown_file};
+    return std::vector<std::string>{"--dataset-size",  std::to_string(kDatasetSize),
+                                    "--steps",         std::to_string(kSteps),
+                                    "--slowdown-file", slowdown_file};
   };
   job.StartTrainer("a", args_for("a"));
   job.StartTrainer("b", args_for("b"));
