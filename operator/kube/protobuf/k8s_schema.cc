@@ -3,6 +3,7 @@
 #include <google/protobuf/descriptor.pb.h>
 
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -14,12 +15,19 @@ using google::protobuf::Descriptor;
 
 constexpr std::string_view kMeta = "k8s.io.apimachinery.pkg.apis.meta.v1.";
 
-// "apps" -> k8s.io.api.apps, "coordination.k8s.io" -> k8s.io.api.coordination,
-// "" -> k8s.io.api.core: the first label of the group names the package.
-std::string PackageOf(std::string_view group, std::string_view version) {
-  std::string_view first =
-      group.empty() ? std::string_view("core") : group.substr(0, group.find('.'));
-  return "k8s.io.api." + std::string(first) + "." + std::string(version);
+// The directory and package segment of an API group in k8s.io/api: "" -> core, "apps" -> apps,
+// "coordination.k8s.io" -> coordination (its first label); nullopt for groups that cannot be
+// built-in (custom resources: a dotted name outside k8s.io).
+std::optional<std::string> GroupSegment(std::string_view group) {
+  if (group.empty()) return "core";
+  if (group.find('.') != std::string_view::npos && !group.ends_with(".k8s.io")) return std::nullopt;
+  return std::string(group.substr(0, group.find('.')));
+}
+
+int NumberOf(const Descriptor* type, const char* name) {
+  const google::protobuf::FieldDescriptor* field =
+      type == nullptr ? nullptr : type->FindFieldByName(name);
+  return field == nullptr ? -1 : field->number();
 }
 }  // namespace
 
@@ -36,6 +44,18 @@ K8sSchema::K8sSchema() : pool_(std::make_unique<google::protobuf::DescriptorPool
   for (const google::protobuf::FileDescriptorProto& file : files.file()) {
     if (pool_->BuildFile(file) == nullptr) std::abort();  // --include_imports orders them
   }
+  for (int i = 0; i < files.file_size(); ++i) {
+    const auto* file = pool_->FindFileByName(files.file(i).name());
+    for (int m = 0; file != nullptr && m < file->message_type_count(); ++m) {
+      const Descriptor* type = file->message_type(m);
+      AddInfo(type);
+      // ExtraValue (authentication, authorization, certificates): `repeated string items`.
+      if (type->name() == "ExtraValue" && type->field_count() == 1 &&
+          type->field(0)->is_repeated()) {
+        info_[type].special = SpecialType::kStringList;
+      }
+    }
+  }
   const std::pair<std::string, SpecialType> specials[] = {
       {std::string(kMeta) + "Time", SpecialType::kTime},
       {std::string(kMeta) + "MicroTime", SpecialType::kMicroTime},
@@ -48,25 +68,17 @@ K8sSchema::K8sSchema() : pool_(std::make_unique<google::protobuf::DescriptorPool
       {"k8s.io.apimachinery.pkg.runtime.RawExtension", SpecialType::kRawJson},
   };
   for (const auto& [name, special] : specials) {
-    if (const Descriptor* type = pool_->FindMessageTypeByName(name)) special_[type] = special;
+    if (const Descriptor* type = pool_->FindMessageTypeByName(name)) info_[type].special = special;
   }
-  // ExtraValue (authentication, authorization, certificates): `repeated string items`.
-  for (int i = 0; i < files.file_size(); ++i) {
-    const auto* file = pool_->FindFileByName(files.file(i).name());
-    for (int m = 0; file != nullptr && m < file->message_type_count(); ++m) {
-      const Descriptor* type = file->message_type(m);
-      if (type->name() == "ExtraValue" && type->field_count() == 1 &&
-          type->field(0)->is_repeated()) {
-        special_[type] = SpecialType::kStringList;
-      }
-    }
-  }
-  object_meta_ = pool_->FindMessageTypeByName(std::string(kMeta) + "ObjectMeta");
-  for (int i = 0; i < files.file_size(); ++i) {
-    const auto* file = pool_->FindFileByName(files.file(i).name());
-    for (int m = 0; file != nullptr && m < file->message_type_count(); ++m)
-      AddInfo(file->message_type(m));
-  }
+  const Descriptor* meta = pool_->FindMessageTypeByName(std::string(kMeta) + "ObjectMeta");
+  object_meta_fields_ = {
+      NumberOf(meta, "name"),
+      NumberOf(meta, "namespace"),
+      NumberOf(meta, "uid"),
+      NumberOf(meta, "resourceVersion"),
+      NumberOf(meta, "labels"),
+      NumberOf(meta, "ownerReferences"),
+      NumberOf(pool_->FindMessageTypeByName(std::string(kMeta) + "OwnerReference"), "uid")};
   ApplyJsonFields(
       std::string_view(reinterpret_cast<const char*>(kK8sJsonFields), kK8sJsonFieldsSize));
 }
@@ -97,7 +109,6 @@ void K8sSchema::ApplyJsonFields(std::string_view lines) {
 
 void K8sSchema::AddInfo(const Descriptor* type) {
   MessageInfo& info = info_[type];
-  info.special = SpecialOf(type);
   for (int f = 0; f < type->field_count(); ++f) {
     const google::protobuf::FieldDescriptor* field = type->field(f);
     const auto number = static_cast<std::size_t>(field->number());
@@ -122,21 +133,16 @@ const Descriptor* K8sSchema::Find(std::string_view api_version, std::string_view
       slash == std::string_view::npos ? std::string_view() : api_version.substr(0, slash);
   const std::string_view version =
       slash == std::string_view::npos ? api_version : api_version.substr(slash + 1);
-  if (group.find('.') != std::string_view::npos && !group.ends_with(".k8s.io")) return nullptr;
-  return pool_->FindMessageTypeByName(PackageOf(group, version) + "." + std::string(kind));
+  const std::optional<std::string> segment = GroupSegment(group);
+  if (!segment) return nullptr;
+  return pool_->FindMessageTypeByName("k8s.io.api." + *segment + "." + std::string(version) + "." +
+                                      std::string(kind));
 }
 
 bool K8sSchema::HasGroupVersion(std::string_view group, std::string_view version) const {
-  if (group.find('.') != std::string_view::npos && !group.ends_with(".k8s.io")) return false;
-  const std::string_view first =
-      group.empty() ? std::string_view("core") : group.substr(0, group.find('.'));
-  return pool_->FindFileByName("k8s.io/api/" + std::string(first) + "/" + std::string(version) +
-                               "/generated.proto") != nullptr;
-}
-
-SpecialType K8sSchema::SpecialOf(const Descriptor* type) const {
-  const auto it = special_.find(type);
-  return it == special_.end() ? SpecialType::kNone : it->second;
+  const std::optional<std::string> segment = GroupSegment(group);
+  return segment && pool_->FindFileByName("k8s.io/api/" + *segment + "/" + std::string(version) +
+                                          "/generated.proto") != nullptr;
 }
 
 }  // namespace fulcrum::kube::protobuf

@@ -49,6 +49,18 @@ struct MessageInfo {
   }
 };
 
+// Field numbers of the ObjectMeta fields the cache indexes (-1 where absent), looked up by
+// name once, so that reading each listed item's identity is a plain walk of its bytes.
+struct ObjectMetaFields {
+  int name = -1;
+  int ns = -1;
+  int uid = -1;
+  int resource_version = -1;
+  int labels = -1;
+  int owner_references = -1;
+  int owner_uid = -1;  // in OwnerReference
+};
+
 class K8sSchema {
  public:
   // The schema built into this binary.
@@ -61,19 +73,17 @@ class K8sSchema {
   // Whether a group/version has protobuf types here: ("", "v1"), ("apps", "v1"),
   // ("coordination.k8s.io", "v1")...; never for custom resources.
   bool HasGroupVersion(std::string_view group, std::string_view version) const;
-  SpecialType SpecialOf(const google::protobuf::Descriptor* type) const;
   // Every message type of the schema has one.
   const MessageInfo& InfoOf(const google::protobuf::Descriptor* type) const;
-  const google::protobuf::Descriptor* object_meta() const { return object_meta_; }
+  const ObjectMetaFields& object_meta_fields() const { return object_meta_fields_; }
 
  private:
   K8sSchema();
   std::unique_ptr<google::protobuf::DescriptorPool> pool_;
   void AddInfo(const google::protobuf::Descriptor* type);
   void ApplyJsonFields(std::string_view lines);
-  std::unordered_map<const google::protobuf::Descriptor*, SpecialType> special_;
   std::unordered_map<const google::protobuf::Descriptor*, MessageInfo> info_;
-  const google::protobuf::Descriptor* object_meta_ = nullptr;
+  ObjectMetaFields object_meta_fields_;
 };
 
 }  // namespace fulcrum::kube::protobuf

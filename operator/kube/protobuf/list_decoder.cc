@@ -17,11 +17,6 @@ Error Bad(std::string_view what) {
   return MakeError(ErrorCode::kInternal, "protobuf list response: " + std::string(what));
 }
 
-int NumberOf(const Descriptor& type, const char* name) {
-  const FieldDescriptor* field = type.FindFieldByName(name);
-  return field == nullptr ? -1 : field->number();
-}
-
 // The payload of field `number` of the (flat) message `wire`, or "" if absent.
 std::string_view BytesField(std::string_view wire, std::uint32_t number) {
   WireReader reader(wire);
@@ -34,34 +29,26 @@ std::string_view BytesField(std::string_view wire, std::uint32_t number) {
 }  // namespace
 
 Result<ObjectIdentity> DecodeIdentity(const K8sSchema& schema, std::string_view object_meta) {
-  const Descriptor* meta = schema.object_meta();
-  if (meta == nullptr) return Bad("the schema has no ObjectMeta");
-  // Field numbers looked up by name, so a renumbering would be caught by the tests, not here.
-  const int kName = NumberOf(*meta, "name");
-  const int kNamespace = NumberOf(*meta, "namespace");
-  const int kUid = NumberOf(*meta, "uid");
-  const int kResourceVersion = NumberOf(*meta, "resourceVersion");
-  const int kLabels = NumberOf(*meta, "labels");
-  const int kOwners = NumberOf(*meta, "ownerReferences");
-  const int kOwnerUid = NumberOf(*meta->FindFieldByName("ownerReferences")->message_type(), "uid");
+  const ObjectMetaFields& fields = schema.object_meta_fields();
+  if (fields.name < 0) return Bad("the schema has no ObjectMeta");
   ObjectIdentity identity;
   WireReader reader(object_meta);
   while (std::optional<WireField> field = reader.Next()) {
     if (field->type != WireType::kLengthDelimited) continue;
     const auto number = static_cast<int>(field->number);
-    if (number == kName) {
+    if (number == fields.name) {
       identity.name = field->bytes;
-    } else if (number == kNamespace) {
+    } else if (number == fields.ns) {
       identity.ns = field->bytes;
-    } else if (number == kUid) {
+    } else if (number == fields.uid) {
       identity.uid = field->bytes;
-    } else if (number == kResourceVersion) {
+    } else if (number == fields.resource_version) {
       identity.resource_version = field->bytes;
-    } else if (number == kLabels) {
+    } else if (number == fields.labels) {
       identity.labels.emplace_back(BytesField(field->bytes, 1), BytesField(field->bytes, 2));
-    } else if (number == kOwners) {
+    } else if (number == fields.owner_references) {
       identity.owner_uids.emplace_back(
-          BytesField(field->bytes, static_cast<std::uint32_t>(kOwnerUid)));
+          BytesField(field->bytes, static_cast<std::uint32_t>(fields.owner_uid)));
     }
   }
   if (reader.failed()) return Bad("an item's metadata is malformed");

@@ -94,6 +94,28 @@ void WriteScalar(const FieldDescriptor& field, std::uint64_t value, MsgpackWrite
   }
 }
 
+// The fields of one message in wire order. Kubernetes' Go marshaller writes a repeated field's
+// elements one after another; the transcoder relies on that (MessagePack wants each array's
+// length up front), so a field that comes back after another one is refused.
+class FieldOrder {
+ public:
+  // True if `number` starts a new field, false if it continues the previous one; an error if
+  // it repeats a field that another one interrupted.
+  Result<bool> Next(const Descriptor& type, std::uint32_t number) {
+    if (number == last_) return false;
+    last_ = number;
+    if (number < seen_.size()) {
+      if (seen_[number]) return Malformed(type, "a repeated field's elements are not adjacent");
+      seen_[number] = true;
+    }
+    return true;
+  }
+
+ private:
+  std::bitset<1024> seen_;
+  std::uint32_t last_ = 0;
+};
+
 class Writer {
  public:
   Writer(const K8sSchema& schema, MsgpackWriter& out) : schema_(schema), out_(out) {}
@@ -116,20 +138,14 @@ class Writer {
     if (depth > kMaxDepth) return Malformed(type, "nested too deeply");
     const MessageInfo& info = schema_.InfoOf(&type);
     std::size_t keys = 0;
-    std::bitset<1024> seen;
-    std::uint32_t last = 0;
+    FieldOrder order;
     WireReader counter(wire);
     while (std::optional<WireField> field = counter.Next()) {
       const FieldDescriptor* descriptor = info.Field(field->number);
-      if (field->number == last || descriptor == nullptr) {
-        continue;  // more of the same repeated field, or a field newer than our schema
-      }
-      if (field->number < seen.size()) {
-        if (seen[field->number])
-          return Malformed(type, "a repeated field's elements are not adjacent");
-        seen[field->number] = true;
-      }
-      last = field->number;
+      if (descriptor == nullptr) continue;  // a field newer than our schema
+      Result<bool> starts = order.Next(type, field->number);
+      if (!starts.ok()) return starts.error();
+      if (!*starts) continue;  // more of the same repeated field
       if (info.Inline(field->number) && field->type == WireType::kLengthDelimited) {
         Result<std::size_t> inner = CountKeys(*descriptor->message_type(), field->bytes, depth + 1);
         if (!inner.ok()) return inner.error();
@@ -228,10 +244,7 @@ class Writer {
       }
       return Ok();
     }
-    const bool packable = field.type() != FieldDescriptor::TYPE_STRING &&
-                          field.type() != FieldDescriptor::TYPE_BYTES &&
-                          field.type() != FieldDescriptor::TYPE_MESSAGE;
-    if (!packable) {
+    if (!field.is_packable()) {
       out_.ArrayHeader(elements.size());
       for (const WireField& element : elements) {
         if (!WireTypeFits(field, element.type))
@@ -366,22 +379,13 @@ Status CheckMessage(const K8sSchema& schema, const Descriptor& type, std::string
                     int depth) {
   if (depth > kMaxDepth) return Malformed(type, "nested too deeply");
   const MessageInfo& info = schema.InfoOf(&type);
-  std::bitset<1024> seen;
-  std::uint32_t last = 0;
+  FieldOrder order;
   WireReader reader(wire);
   while (std::optional<WireField> field = reader.Next()) {
     const FieldDescriptor* descriptor = info.Field(field->number);
     if (descriptor == nullptr) continue;
-    if (field->number != last && field->number < seen.size()) {
-      if (seen[field->number])
-        return Malformed(type, "a repeated field's elements are not adjacent");
-      seen[field->number] = true;
-    }
-    last = field->number;
-    const bool packed = descriptor->is_repeated() && field->type == WireType::kLengthDelimited &&
-                        descriptor->type() != FieldDescriptor::TYPE_STRING &&
-                        descriptor->type() != FieldDescriptor::TYPE_BYTES &&
-                        descriptor->type() != FieldDescriptor::TYPE_MESSAGE;
+    if (Result<bool> starts = order.Next(type, field->number); !starts.ok()) return starts.error();
+    const bool packed = descriptor->is_packable() && field->type == WireType::kLengthDelimited;
     if (!packed && !WireTypeFits(*descriptor, field->type)) {
       return Malformed(type, "wrong wire type for " + descriptor->name());
     }
