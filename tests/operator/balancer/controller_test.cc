@@ -165,42 +165,48 @@ TEST(Controller, StationaryNoiseChangesThePlanOnlyAFewTimesIn10000Steps) {
   EXPECT_GT(controller.plan().efficiency, 0.99);
 }
 
+// Eight mixed workers settle for 300 steps, then worker 5 becomes 2x slower.
+struct SlowdownOutcome {
+  int64_t steps_to_change = -1;  // from the slowdown to the first plan change; -1: none in 100
+  int batch_before = 0;
+  Plan plan_after;
+};
+
+SlowdownOutcome TwofoldSlowdownOfWorkerFive(int interval_steps) {
+  Controller controller = MakeController(interval_steps);
+  FakeCluster cluster(EightMixedWorkers(), 0.05, 2);
+  EXPECT_TRUE(cluster.Join(controller).ok());
+  for (int64_t step = 0; step < 300; ++step) cluster.Step(controller, step);
+  SlowdownOutcome outcome;
+  outcome.batch_before = controller.plan().workers[5].batch;
+  cluster.worker(5).slowdown = 2.0;
+  for (int64_t step = 300; step < 400; ++step) {
+    if (cluster.Step(controller, step)) {
+      outcome.steps_to_change = step - 300;
+      break;
+    }
+  }
+  outcome.plan_after = controller.plan();
+  return outcome;
+}
+
 TEST(Controller, RealTwofoldSlowdownChangesThePlanWithinOneInterval) {
   constexpr int kInterval = 10;
-  Controller controller = MakeController(kInterval);
-  FakeCluster cluster(EightMixedWorkers(), 0.05, 2);
-  ASSERT_TRUE(cluster.Join(controller).ok());
-  for (int64_t step = 0; step < 300; ++step) cluster.Step(controller, step);
-  const int batch_before = controller.plan().workers[5].batch;
-  cluster.worker(5).slowdown = 2.0;
-  int64_t changed_at = -1;
-  for (int64_t step = 300; step < 400 && changed_at < 0; ++step) {
-    if (cluster.Step(controller, step)) changed_at = step;
-  }
-  ASSERT_GE(changed_at, 0);
+  const SlowdownOutcome outcome = TwofoldSlowdownOfWorkerFive(kInterval);
+  ASSERT_GE(outcome.steps_to_change, 0);
   // Three reports confirm the change, then the next evaluation (at most an interval away).
-  EXPECT_LE(changed_at - 300, kInterval + 3);
-  EXPECT_THAT(controller.plan().reason, HasSubstr("predicted step time"));
-  EXPECT_LT(controller.plan().workers[5].batch, 0.6 * batch_before);
+  EXPECT_LE(outcome.steps_to_change, kInterval + 3);
+  EXPECT_THAT(outcome.plan_after.reason, HasSubstr("predicted step time"));
+  EXPECT_LT(outcome.plan_after.workers[5].batch, 0.6 * outcome.batch_before);
 }
 
 TEST(Controller, AConfirmedSpeedChangeIsEvaluatedAtOnceNotAtTheNextInterval) {
   // An interval far longer than the run: only the confirmed speed change can trigger a re-plan.
-  constexpr int kInterval = 1000;
-  Controller controller = MakeController(kInterval);
-  FakeCluster cluster(EightMixedWorkers(), 0.05, 2);
-  ASSERT_TRUE(cluster.Join(controller).ok());
-  for (int64_t step = 0; step < 300; ++step) cluster.Step(controller, step);
-  const int batch_before = controller.plan().workers[5].batch;
-  cluster.worker(5).slowdown = 2.0;
-  int64_t changed_at = -1;
-  for (int64_t step = 300; step < 400 && changed_at < 0; ++step) {
-    if (cluster.Step(controller, step)) changed_at = step;
-  }
-  ASSERT_GE(changed_at, 0);
+  const SlowdownOutcome outcome = TwofoldSlowdownOfWorkerFive(1000);
+  ASSERT_GE(outcome.steps_to_change, 0);
   // Three reports confirm the change; the decision after them re-plans.
-  EXPECT_LE(changed_at - 300, 4);
-  EXPECT_LT(controller.plan().workers[5].batch, 0.6 * batch_before);
+  EXPECT_LE(outcome.steps_to_change, 4);
+  EXPECT_LT(outcome.plan_after.workers[5].batch, 0.6 * outcome.batch_before);
 }
 
 TEST(Controller, RefinesAPlanMadeOnLittleEvidenceOnceTheEvidenceHasGrown) {
