@@ -167,6 +167,12 @@ Result<nlohmann::json> ApiClient::Create(const ResourceType& type, std::string_v
                "application/json");
 }
 
+Result<nlohmann::json> ApiClient::CreateSubresource(const ResourceType& type, std::string_view ns,
+                                                    std::string_view name, std::string_view subresource,
+                                                    const nlohmann::json& body) {
+  return Write("POST", ObjectPath(type, ns, name, subresource), body, "application/json");
+}
+
 Result<nlohmann::json> ApiClient::Update(const ResourceType& type, std::string_view ns,
                                          const nlohmann::json& object) {
   const std::string name = NameOf(object);

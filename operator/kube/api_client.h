@@ -61,6 +61,12 @@ class ApiClient {
 
   Result<nlohmann::json> Create(const ResourceType& type, std::string_view ns,
                                 const nlohmann::json& object);
+  // POST to a subresource of an existing object, e.g. a TokenRequest to
+  // serviceaccounts/{name}/token or an Eviction to pods/{name}/eviction; returns what
+  // the server answers (for a TokenRequest, the request with its status filled in).
+  Result<nlohmann::json> CreateSubresource(const ResourceType& type, std::string_view ns,
+                                           std::string_view name, std::string_view subresource,
+                                           const nlohmann::json& body);
   // PUT of the whole object. Carries metadata.resourceVersion, so a stale
   // object fails with kConflict (optimistic concurrency).
   Result<nlohmann::json> Update(const ResourceType& type, std::string_view ns,

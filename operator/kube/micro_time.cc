@@ -18,4 +18,9 @@ std::string FormatMicroTime(std::chrono::system_clock::time_point time) {
   return text;
 }
 
+std::string FormatTime(std::chrono::system_clock::time_point time) {
+  const std::string micro = FormatMicroTime(std::chrono::floor<std::chrono::seconds>(time));
+  return micro.substr(0, micro.find('.')) + "Z";
+}
+
 }  // namespace fulcrum::kube

@@ -39,6 +39,13 @@ struct PatchOptions {
   bool dry_run = false;
 };
 
+// A patch of the status subresource (pods/status, nodes/status), as kubelet writes status.
+inline PatchOptions StatusPatchOptions() {
+  PatchOptions options;
+  options.subresource = "status";
+  return options;
+}
+
 enum class PropagationPolicy { kDefault, kForeground, kBackground, kOrphan };
 
 struct DeleteOptions {

@@ -56,6 +56,9 @@ ResourceType Nodes() {
 ResourceType Leases() {
   return {"coordination.k8s.io", "v1", "leases", true};
 }
+ResourceType ServiceAccounts() {
+  return {"", "v1", "serviceaccounts", true};
+}
 ResourceType Events() {
   return {"events.k8s.io", "v1", "events", true};
 }

@@ -36,6 +36,7 @@ ResourceType Services();
 ResourceType Namespaces();
 ResourceType Nodes();
 ResourceType Leases();
+ResourceType ServiceAccounts();
 ResourceType Events();  // events.k8s.io/v1
 }  // namespace resources
 
