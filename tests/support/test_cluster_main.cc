@@ -24,7 +24,10 @@ class ClusterEnvironment : public ::testing::Environment {
     std::string pattern = "/tmp/fulcrum-it-XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) GTEST_FAIL() << "mkdtemp failed";
     dir_ = pattern;
-    const CommandResult up = RunShell(ShellQuote(SourcePath("tests/cluster/up")) + " --dir " + ShellQuote(dir_));
+    // A test binary asks for more of the cluster (e.g. --local-nodes FILE) through this variable.
+    const char* extra = std::getenv("FULCRUM_CLUSTER_UP_ARGS");
+    const CommandResult up = RunShell(ShellQuote(SourcePath("tests/cluster/up")) + " --dir " + ShellQuote(dir_) +
+                                      (extra != nullptr ? std::string(" ") + extra : std::string()));
     if (up.exit_code != 0) {
       GTEST_FAIL() << "tests/cluster/up failed (exit " << up.exit_code << "):\n" << up.output;
     }

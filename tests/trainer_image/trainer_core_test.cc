@@ -85,5 +85,15 @@ TEST(TrainerFlags, NamesTheFlagThatIsWrong) {
   EXPECT_TRUE(ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t"}).ok());
 }
 
+TEST(TrainerFlags, SlowdownFileDefaultsToTheEnvironmentsAndAFlagOverridesIt) {
+  const std::vector<std::string> base = {"--coordinator", "h:1", "--token-file", "t"};
+  EXPECT_EQ(ParseTrainerFlags(base)->slowdown_file, "");
+  const std::map<std::string, std::string> environment = {{"FULCRUM_SLOWDOWN_FILE", "/node/slowdown"}};
+  EXPECT_EQ(ParseTrainerFlags(base, environment)->slowdown_file, "/node/slowdown");
+  std::vector<std::string> overridden = base;
+  overridden.insert(overridden.end(), {"--slowdown-file", "/mine"});
+  EXPECT_EQ(ParseTrainerFlags(overridden, environment)->slowdown_file, "/mine");
+}
+
 }  // namespace
 }  // namespace fulcrum::trainer

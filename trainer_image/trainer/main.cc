@@ -1,5 +1,7 @@
 // fulcrum-trainer: heterogeneous data-parallel training with in-place rebalancing.
 #include <csignal>
+#include <cstdlib>
+#include <map>
 #include <iostream>
 
 #include "trainer_image/trainer/trainer_flags.h"
@@ -21,7 +23,11 @@ int main(int argc, char** argv) {
     std::cout << fulcrum::trainer::kTrainerUsage;
     return 0;
   }
-  auto flags = fulcrum::trainer::ParseTrainerFlags(args);
+  std::map<std::string, std::string> environment;
+  if (const char* slowdown_file = std::getenv("FULCRUM_SLOWDOWN_FILE")) {
+    environment["FULCRUM_SLOWDOWN_FILE"] = slowdown_file;
+  }
+  auto flags = fulcrum::trainer::ParseTrainerFlags(args, environment);
   if (!flags.ok()) {
     std::cerr << fulcrum::trainer::kTrainerUsage
               << "fulcrum-trainer: error: " << flags.error().field << ": " << flags.error().message

@@ -21,7 +21,8 @@ const char* const kTrainerUsage =
     "  state:      --checkpoint-dir DIR --checkpoint-every N\n"
     "  runtime:    --metrics-port P (-1 off) --collective-timeout-ms MS --bucket-elements N\n"
     "              --threads N --sample-log FILE\n"
-    "  emulation:  --emulated-slowdown F --slowdown-file FILE (tests and demos only)\n";
+    "  emulation:  --emulated-slowdown F --slowdown-file FILE (default $FULCRUM_SLOWDOWN_FILE;\n"
+    "              tests and demos only)\n";
 
 namespace {
 
@@ -99,8 +100,12 @@ Status Validate(const TrainerFlags& flags) {
 
 }  // namespace
 
-Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args) {
+Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
+                                       const std::map<std::string, std::string>& environment) {
   TrainerFlags f;
+  if (const auto file = environment.find("FULCRUM_SLOWDOWN_FILE"); file != environment.end()) {
+    f.slowdown_file = file->second;
+  }
   using Setter = flags::FlagSetter;
   auto text = [](std::string* out) -> Setter {
     return [out](const std::string&, const std::string& value) {

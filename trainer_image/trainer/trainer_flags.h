@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct TrainerFlags {
 
 extern const char* const kTrainerUsage;
 
-Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args);
+// `environment` supplies defaults that flags override: FULCRUM_SLOWDOWN_FILE sets
+// --slowdown-file (fulcrum-local-node gives every container its node's file).
+Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
+                                       const std::map<std::string, std::string>& environment = {});
 
 }  // namespace fulcrum::trainer

@@ -23,7 +23,8 @@ Result<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args) {
   CLI::App app{
       "fulcrum-local-node: a kubelet for emulated GPU nodes. Registers the nodes of an inventory, keeps them\n"
       "alive, and runs the pods bound to them as local processes (no containers: each pod gets its own\n"
-      "loopback address and mount namespace). Emulation for tests and demos; see docs/local-node.md.",
+      "loopback address and mount namespace). Emulation for tests and demos; see docs/local-node.md.\n"
+      "`fulcrum-local-node check-inventory FILE` checks an inventory and prints its node names.",
       "fulcrum-local-node"};
   app.add_option("--kubeconfig", flags.kubeconfig, "kubeconfig of an identity that may write nodes, leases, pods")
       ->required();
@@ -57,6 +58,13 @@ Result<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args) {
       if (args.size() != 2) return InvalidArgument("shim", "takes exactly one state folder");
       flags.shim = true;
       flags.shim_state_dir = args[1];
+      return flags;
+    }
+    // `fulcrum-local-node check-inventory FILE`: what tests/cluster/up runs before it starts anything.
+    if (!args.empty() && args[0] == "check-inventory") {
+      if (args.size() != 2) return InvalidArgument("check-inventory", "takes exactly one inventory file");
+      flags.check_inventory = true;
+      flags.nodes_file = args[1];
       return flags;
     }
     app.parse(reversed);

@@ -25,6 +25,7 @@ struct AgentFlags {
 
   bool shim = false;            // internal: run as the shim of one container start
   std::string shim_state_dir;
+  bool check_inventory = false;  // only check --nodes and print the node names
 };
 
 // `args` without the program name. On --help, returns kFailedPrecondition whose

@@ -132,6 +132,12 @@ int main(int argc, char** argv) {
     return Fail(flags.error().field + ": " + flags.error().message);
   }
   if (flags->shim) return RunShim(flags->shim_state_dir);
+  if (flags->check_inventory) {
+    auto inventory = LoadInventory(flags->nodes_file);
+    if (!inventory.ok()) return Fail("bad node inventory: " + inventory.error().message);
+    for (const NodeSpec& node : *inventory) std::cout << node.name << "\n";
+    return 0;
+  }
   // Stop signals are taken by the main thread alone (sigwait): block them before any thread starts.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "operator/kube/object_meta.h"
+#include "tests/tools/local_node/podspec/json_fields.h"
 #include "tests/tools/local_node/runtime/container_process.h"
 #include "tests/tools/local_node/runtime/state_files.h"
 
@@ -15,7 +16,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 bool IsTerminal(const nlohmann::json& pod) {
-  const std::string phase = pod.value("status", nlohmann::json::object()).value("phase", "");
+  const std::string phase = StringMember(ObjectMember(pod, "status"), "phase");
   return phase == "Succeeded" || phase == "Failed";
 }
 
@@ -80,8 +81,13 @@ void PodManager::WatchNode(const std::string& node) {
 
 bool PodManager::WaitForSync(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::lock_guard lock(mutex_);
-  for (const auto& [node, informer] : informers_) {
+  std::vector<const kube::Informer*> informers;
+  {
+    // Not held while waiting: the informers' handlers take this lock to deliver the first list.
+    std::lock_guard lock(mutex_);
+    for (const auto& [node, informer] : informers_) informers.push_back(informer.get());
+  }
+  for (const kube::Informer* informer : informers) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (!informer->WaitForSync(std::max(left, 0ms))) return false;
   }
@@ -126,7 +132,7 @@ void PodManager::OnPod(const kube::CachedObject& object, const std::string& node
   // A pod that already ended (and whose files are gone) has nothing left to run.
   if (IsTerminal(pod)) return;
   PodRecord record{std::string(object.ns()), std::string(object.name()), uid, node, ""};
-  const bool host_network = pod.value("spec", nlohmann::json::object()).value("hostNetwork", false);
+  const bool host_network = BoolMember(ObjectMember(pod, "spec"), "hostNetwork");
   if (host_network) {
     record.pod_ip = context_.host_ip;
   } else if (auto address = pool_.Allocate()) {

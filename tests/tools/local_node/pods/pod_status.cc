@@ -1,5 +1,7 @@
 #include "tests/tools/local_node/pods/pod_status.h"
 
+#include "tests/tools/local_node/podspec/json_fields.h"
+
 namespace fulcrum::local_node {
 namespace {
 
@@ -47,10 +49,9 @@ nlohmann::json ContainerStatusJson(const ContainerView& container) {
 }
 
 std::string PreviousTransition(const nlohmann::json& previous, const std::string& type, const std::string& status) {
-  if (!previous.is_object() || !previous.contains("conditions") || !previous["conditions"].is_array()) return {};
-  for (const auto& condition : previous["conditions"]) {
-    if (condition.value("type", "") == type && condition.value("status", "") == status) {
-      return condition.value("lastTransitionTime", "");
+  for (const auto& condition : ArrayMember(previous, "conditions")) {
+    if (StringMember(condition, "type") == type && StringMember(condition, "status") == status) {
+      return StringMember(condition, "lastTransitionTime");
     }
   }
   return {};
@@ -95,7 +96,7 @@ std::string PodPhase(const PodView& pod) {
 
 nlohmann::json BuildPodStatus(const PodView& pod, const nlohmann::json& previous, const std::string& now) {
   std::string phase = PodPhase(pod);
-  const std::string previous_phase = previous.is_object() ? previous.value("phase", "") : "";
+  const std::string previous_phase = StringMember(previous, "phase");
   if (previous_phase == "Succeeded" || previous_phase == "Failed") phase = previous_phase;
   const bool terminal = phase == "Succeeded" || phase == "Failed";
 
@@ -143,7 +144,7 @@ nlohmann::json BuildPodStatus(const PodView& pod, const nlohmann::json& previous
     status["podIP"] = pod.pod_ip;
     status["podIPs"] = {{{"ip", pod.pod_ip}}};
   }
-  const std::string start_time = previous.is_object() ? previous.value("startTime", "") : "";
+  const std::string start_time = StringMember(previous, "startTime");
   status["startTime"] = start_time.empty() ? now : start_time;
   if (!pod.failure_reason.empty()) {
     status["reason"] = pod.failure_reason;

@@ -11,6 +11,7 @@
 #include "operator/kube/micro_time.h"
 #include "operator/kube/object_meta.h"
 #include "tests/tools/local_node/podspec/container_environment.h"
+#include "tests/tools/local_node/podspec/json_fields.h"
 #include "tests/tools/local_node/runtime/command_lookup.h"
 #include "tests/tools/local_node/runtime/state_files.h"
 
@@ -32,8 +33,7 @@ constexpr auto kDeletedGrace = 2s;
 std::string Now() { return kube::FormatTime(std::chrono::system_clock::now()); }
 
 std::string RestartPolicyOf(const nlohmann::json& pod) {
-  const auto spec = pod.value("spec", nlohmann::json::object());
-  const std::string policy = spec.value("restartPolicy", "Always");
+  const std::string policy = StringMember(ObjectMember(pod, "spec"), "restartPolicy");
   return policy.empty() ? "Always" : policy;
 }
 
@@ -46,11 +46,11 @@ std::chrono::seconds DeletionGrace(const nlohmann::json& pod) {
   const auto& metadata = kube::MetadataOf(pod);
   const auto found = metadata.find("deletionGracePeriodSeconds");
   if (found != metadata.end() && found->is_number_integer()) return std::chrono::seconds(std::max(0, found->get<int>()));
-  return std::chrono::seconds(pod.value("spec", nlohmann::json::object()).value("terminationGracePeriodSeconds", 30));
+  return std::chrono::seconds(IntegerMember(ObjectMember(pod, "spec"), "terminationGracePeriodSeconds").value_or(30));
 }
 
 std::string PhaseOf(const nlohmann::json& pod) {
-  return pod.value("status", nlohmann::json::object()).value("phase", "");
+  return StringMember(ObjectMember(pod, "status"), "phase");
 }
 
 std::vector<int> Attempts(const fs::path& container_dir) {
@@ -98,11 +98,11 @@ nlohmann::json PodRecord::ToJson() const {
 std::optional<PodRecord> PodRecord::FromJson(const nlohmann::json& json) {
   if (!json.is_object()) return std::nullopt;
   PodRecord record;
-  record.ns = json.value("namespace", "");
-  record.name = json.value("name", "");
-  record.uid = json.value("uid", "");
-  record.node = json.value("node", "");
-  record.pod_ip = json.value("podIP", "");
+  record.ns = StringMember(json, "namespace");
+  record.name = StringMember(json, "name");
+  record.uid = StringMember(json, "uid");
+  record.node = StringMember(json, "node");
+  record.pod_ip = StringMember(json, "podIP");
   if (record.name.empty() || record.uid.empty() || record.node.empty()) return std::nullopt;
   return record;
 }
@@ -115,11 +115,11 @@ PodWorker::PodWorker(const AgentContext& context, PodRecord record, nlohmann::js
       pod_(std::move(pod)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       adopt_(adopt) {
-  const auto containers = pod_.value("spec", nlohmann::json::object()).value("containers", nlohmann::json::array());
+  const nlohmann::json& containers = ArrayMember(ObjectMember(pod_, "spec"), "containers");
   for (std::size_t i = 0; i < containers.size(); ++i) {
     auto container = std::make_unique<Container>();
     container->index = static_cast<int>(i);
-    container->name = containers[i].value("name", "");
+    container->name = StringMember(containers[i], "name");
     container->spec = containers[i];
     container->backoff = RestartBackoff(context_.restart_backoff);
     logs_[container->name] = LogEntry{-1, "ContainerCreating", container->writing};
@@ -185,12 +185,17 @@ void PodWorker::Run(std::stop_token stop) {
     if (finished_) break;
     // Sleep until the deadline, a wake-up (new object, deletion, shutdown) or a shim's end.
     std::vector<pollfd> waits{{wake_fd_, POLLIN, 0}};
+    bool exit_unnoticed = false;  // ended before the sync could see it: look again at once
     for (const auto& container : containers_) {
-      if (container->running() && container->process->wait_fd() >= 0) {
+      if (!container->running()) continue;
+      if (container->process->wait_fd() >= 0) {
         waits.push_back({container->process->wait_fd(), POLLIN, 0});
+      } else {
+        exit_unnoticed = true;
       }
     }
-    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
+    const auto timeout = exit_unnoticed ? std::chrono::milliseconds(0)
+                                        : std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
     ::poll(waits.data(), waits.size(), static_cast<int>(std::clamp<long long>(timeout.count(), 0, 60'000)));
     std::uint64_t drained;
     [[maybe_unused]] const ssize_t read = ::read(wake_fd_, &drained, sizeof drained);
@@ -351,8 +356,7 @@ bool PodWorker::PrepareSandbox(Clock::time_point now) {
     std::lock_guard lock(inputs_mutex_);
     pod = pod_;
   }
-  const auto spec = pod.value("spec", nlohmann::json::object());
-  if (spec.contains("initContainers") && !spec["initContainers"].empty()) {
+  if (!ArrayMember(ObjectMember(pod, "spec"), "initContainers").empty()) {
     failure_reason_ = "InitContainersNotSupported";
     failure_message_ = "spec.initContainers: init containers are not supported by fulcrum-local-node; "
                        "run the setup in the main container's command";
@@ -451,7 +455,7 @@ void PodWorker::StartContainer(Container& container, Clock::time_point now) {
   const int attempt = container.attempt + 1;
   const CommandLine command_line = ExpandCommandAndArgs(container.spec, *env);
   std::vector<std::string> argv = command_line.command;
-  if (argv.empty()) argv.push_back(ImageEntrypoint(container.spec.value("image", "")));
+  if (argv.empty()) argv.push_back(ImageEntrypoint(StringMember(container.spec, "image")));
   argv.insert(argv.end(), command_line.args.begin(), command_line.args.end());
   auto program = FindProgram(argv[0], context_.search_dirs, context_.path_variable);
   if (!program.ok()) return RecordStartFailure(container, attempt, program.error().message);
@@ -461,7 +465,7 @@ void PodWorker::StartContainer(Container& container, Clock::time_point now) {
   spec.argv = argv;
   for (const EnvVar& var : *env) spec.env.push_back(var.name + "=" + var.value);
   spec.mounts = *mounts;
-  spec.working_dir = container.spec.value("workingDir", "");
+  spec.working_dir = StringMember(container.spec, "workingDir");
   if (spec.working_dir.empty()) spec.working_dir = (pod_dir_ / "workdir").string();
   const fs::path log_dir = context_.LogDir(record_.ns, record_.name, record_.uid) / container.name;
   spec.log_file = (log_dir / (std::to_string(attempt) + ".log")).string();
@@ -483,13 +487,14 @@ void PodWorker::StartContainer(Container& container, Clock::time_point now) {
   container.env = spec.env;
   container.working_dir = spec.working_dir;
   container.waiting_message.clear();
-  if (!container.process->Running()) {
+  if (!container.process->Running() && container.process->exit()->reason == "StartError") {
     container.last_exit = container.process->exit();
     PublishLogs(container);
     log_.Error("container could not start", {{"container", container.name}, {"message", container.last_exit->message}});
     RecordEvent(true, "Failed", "Error: " + container.last_exit->message);
     return;
   }
+  // It ran (it may have ended already: NoticeExits records that on the next pass).
   container.writing->store(true);
   if (container.spec.contains("readinessProbe") && container.spec["readinessProbe"].is_object()) {
     container.readiness.emplace(container.spec["readinessProbe"], container.started);
@@ -562,7 +567,7 @@ PodView PodWorker::View(bool terminal) const {
   for (const auto& container : containers_) {
     ContainerView out;
     out.name = container->name;
-    out.image = container->spec.value("image", "");
+    out.image = StringMember(container->spec, "image");
     out.restart_count = std::max(0, container->attempt);
     if (container->attempt >= 0) out.container_id = container->id();
     if (!failure_reason_.empty() && container->attempt < 0) {
@@ -602,11 +607,11 @@ bool PodWorker::WriteStatus(bool terminal) {
   nlohmann::json previous;
   {
     std::lock_guard lock(inputs_mutex_);
-    previous = pod_.value("status", nlohmann::json::object());
+    previous = ObjectMember(pod_, "status");
   }
   const PodView view = View(terminal);
   nlohmann::json status = BuildPodStatus(view, previous, Now());
-  const std::string phase = status.value("phase", "");
+  const std::string phase = StringMember(status, "phase");
   const bool is_terminal = phase == "Succeeded" || phase == "Failed";
   // Conditions carry times; compare without them, so an unchanged pod is not rewritten.
   const auto comparable = [](nlohmann::json value) {
@@ -626,14 +631,14 @@ bool PodWorker::WriteStatus(bool terminal) {
     log_.Warning("cannot write pod status; will retry", {{"error", written.error().ToString()}});
     return false;
   }
-  if (last_written_status_.value("phase", "") != phase) {
+  if (StringMember(last_written_status_, "phase") != phase) {
     log_.Info("pod phase", {{"phase", phase}, {"podIP", record_.pod_ip}, {"node", record_.node}});
   }
   last_written_status_ = status;
   {
     // Later statuses are computed against what the API now holds.
     std::lock_guard lock(inputs_mutex_);
-    pod_["status"] = written->value("status", status);
+    pod_["status"] = written->contains("status") ? (*written)["status"] : status;
   }
   if (is_terminal) terminal_written_ = true;
   return true;

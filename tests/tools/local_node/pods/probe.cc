@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "tests/tools/local_node/podspec/json_fields.h"
 #include "tests/tools/local_node/runtime/command_lookup.h"
 
 namespace fulcrum::local_node {
@@ -40,15 +41,15 @@ int ResolvePort(const nlohmann::json& port, const nlohmann::json& container) {
   if (port.is_number_integer()) return port.get<int>();
   if (!port.is_string()) return -1;
   const std::string name = port.get<std::string>();
-  for (const auto& declared : container.value("ports", nlohmann::json::array())) {
-    if (declared.value("name", "") == name) return declared.value("containerPort", -1);
+  for (const auto& declared : ArrayMember(container, "ports")) {
+    if (StringMember(declared, "name") == name) return static_cast<int>(IntegerMember(declared, "containerPort").value_or(-1));
   }
   return std::atoi(name.c_str()) > 0 ? std::atoi(name.c_str()) : -1;
 }
 
 ProbeOutcome ExecProbe(const nlohmann::json& exec, std::chrono::seconds timeout, const ProbeContext& context) {
   std::vector<std::string> argv;
-  for (const auto& arg : exec.value("command", nlohmann::json::array())) {
+  for (const auto& arg : ArrayMember(exec, "command")) {
     if (arg.is_string()) argv.push_back(arg.get<std::string>());
   }
   if (argv.empty()) return {false, "exec probe has no command"};
@@ -97,11 +98,12 @@ ProbeOutcome ExecProbe(const nlohmann::json& exec, std::chrono::seconds timeout,
 
 ProbeOutcome NetworkProbe(const nlohmann::json& action, bool http_get, std::chrono::seconds timeout,
                           const ProbeContext& context) {
-  const int port = ResolvePort(action.value("port", nlohmann::json()), context.container);
+  const nlohmann::json* port_field = Member(action, "port");
+  const int port = port_field != nullptr ? ResolvePort(*port_field, context.container) : -1;
   if (port <= 0 || port > 65535) return {false, "probe port is not a port number or a named container port"};
-  std::string host = action.value("host", "");
+  std::string host = StringMember(action, "host");
   if (host.empty()) host = context.pod_ip;
-  if (http_get && action.value("scheme", "HTTP") != "HTTP") {
+  if (http_get && !StringMember(action, "scheme").empty() && StringMember(action, "scheme") != "HTTP") {
     return {false, "httpGet probes with scheme HTTPS are not supported by fulcrum-local-node"};
   }
   asio::io_context io;
@@ -122,11 +124,12 @@ ProbeOutcome NetworkProbe(const nlohmann::json& action, bool http_get, std::chro
       outcome = {true, ""};
       return;
     }
-    request = http::request<http::empty_body>(http::verb::get, action.value("path", "/"), 11);
+    const std::string path = StringMember(action, "path");
+    request = http::request<http::empty_body>(http::verb::get, path.empty() ? "/" : path, 11);
     request.set(http::field::host, host + ":" + std::to_string(port));
     request.set(http::field::user_agent, "kube-probe/1.34");
-    for (const auto& header : action.value("httpHeaders", nlohmann::json::array())) {
-      request.set(header.value("name", ""), header.value("value", ""));
+    for (const auto& header : ArrayMember(action, "httpHeaders")) {
+      request.set(StringMember(header, "name"), StringMember(header, "value"));
     }
     http::async_write(stream, request, [&](beast::error_code write_error, std::size_t) {
       if (write_error) {

@@ -45,7 +45,9 @@ Result<pid_t> SpawnShim(const std::vector<std::string>& shim_command, const fs::
   sigfillset(&all);
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setsigdefault(&attributes, &all);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // A session of its own: a signal to the agent's process group (a killed agent) does not reach
+  // the shim, so its container lives on for the next agent to adopt.
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   const std::string shim_log = (state_dir / state_file::kShimLog).string();
