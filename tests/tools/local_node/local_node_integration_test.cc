@@ -207,6 +207,60 @@ TEST_F(LocalNodeTest, TwoPodsOnOneNodeListenOnTheSamePortEachOnItsOwnIpAndBecome
   EXPECT_EQ(RunShell("curl -fsS http://" + ip_b + ":18080/index.html").output, "web-b\n");
 }
 
+TEST_F(LocalNodeTest, ExecAndTcpProbesDecideReadinessAndExecRunsInThePodsMountNamespace) {
+  // The exec probe looks for a file in an emptyDir mounted at /scratch: only a command in the
+  // pod's own mount namespace can see it. The file appears two seconds after the start.
+  nlohmann::json exec_pod = ShellPod("exec-probed", "A100-SXM4-40GB", "sleep 2; touch /scratch/ready; sleep 600");
+  exec_pod["spec"]["volumes"].push_back({{"name", "scratch"}, {"emptyDir", nlohmann::json::object()}});
+  exec_pod["spec"]["containers"][0]["volumeMounts"].push_back({{"name", "scratch"}, {"mountPath", "/scratch"}});
+  exec_pod["spec"]["containers"][0]["readinessProbe"] = {{"exec", {{"command", {"test", "-f", "/scratch/ready"}}}},
+                                                         {"periodSeconds", 1}};
+  Apply(exec_pod);
+  nlohmann::json tcp_pod = ShellPod("tcp-probed", "A100-SXM4-40GB",
+                                    "sleep 2; exec python3 -m http.server 18081 --bind $POD_IP --directory /tmp");
+  tcp_pod["spec"]["containers"][0]["readinessProbe"] = {{"tcpSocket", {{"port", 18081}}}, {"periodSeconds", 1}};
+  Apply(tcp_pod);
+  ASSERT_TRUE(WaitForPhase("exec-probed", "Running"));
+  ASSERT_TRUE(WaitForPhase("tcp-probed", "Running"));
+  EXPECT_FALSE(ContainerStatus("exec-probed").value("ready", true)) << "not ready before the file exists";
+  EXPECT_TRUE(WaitUntil([&] { return ContainerStatus("exec-probed").value("ready", false); }, 60s));
+  EXPECT_TRUE(WaitUntil([&] { return ContainerStatus("tcp-probed").value("ready", false); }, 60s));
+  EXPECT_FALSE(std::filesystem::exists("/scratch/ready"));
+}
+
+TEST_F(LocalNodeTest, TheContainerRunsInItsWorkingDirAndExecIsRefusedClearly) {
+  nlohmann::json pod = ShellPod("worker", "A100-SXM4-40GB", "pwd > /record/cwd; sleep 600");
+  pod["spec"]["containers"][0]["workingDir"] = host_dir_;
+  Apply(pod);
+  ASSERT_TRUE(WaitForPhase("worker", "Running"));
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(host_dir_ + "/cwd") == host_dir_ + "\n"; }, 30s));
+  const CommandResult exec = Kubectl("exec worker -- true");
+  EXPECT_NE(exec.exit_code, 0);
+  EXPECT_NE(exec.output.find("not supported by fulcrum-local-node"), std::string::npos) << exec.output;
+}
+
+TEST_F(LocalNodeTest, EveryNodeHoldsALeaseThatIsRenewedAndAReadyCondition) {
+  const auto renew_time = [] {
+    const CommandResult lease = Cluster().Kubectl("get lease -n kube-node-lease a100-local-0 -o json");
+    if (lease.exit_code != 0) return std::string();
+    return nlohmann::json::parse(lease.output)["spec"].value("renewTime", "");
+  };
+  const std::string first = renew_time();
+  ASSERT_FALSE(first.empty());
+  const nlohmann::json lease = nlohmann::json::parse(Cluster().Kubectl("get lease -n kube-node-lease a100-local-0 -o json").output);
+  EXPECT_EQ(lease["spec"]["holderIdentity"], "a100-local-0");
+  EXPECT_EQ(lease["metadata"]["ownerReferences"][0]["kind"], "Node");
+  EXPECT_TRUE(WaitUntil([&] { return renew_time() != first; }, 30s)) << "renewed every 10 s";
+  const nlohmann::json node = nlohmann::json::parse(Cluster().Kubectl("get node a100-local-0 -o json").output);
+  EXPECT_EQ(node["metadata"]["labels"]["fulcrum.dev/fake-node"], "local");
+  EXPECT_GT(node["status"]["daemonEndpoints"]["kubeletEndpoint"].value("Port", 0), 0);
+  bool ready = false;
+  for (const auto& condition : node["status"]["conditions"]) {
+    ready = ready || (condition["type"] == "Ready" && condition["status"] == "True");
+  }
+  EXPECT_TRUE(ready);
+}
+
 TEST_F(LocalNodeTest, KubectlLogsPrintsOutputAndFollowFollowsUntilTheContainerEnds) {
   Apply(ShellPod("talker", "A100-SXM4-40GB", "for i in 1 2 3 4 5; do echo line $i; sleep 1; done"));
   ASSERT_TRUE(WaitForPhase("talker", "Running"));
@@ -235,7 +289,7 @@ TEST_F(LocalNodeTest, DeletingAPodSendsSigtermThenSigkillAfterTheGracePeriodThen
 }
 
 TEST_F(LocalNodeTest, OnFailureRestartsAFailingContainerWithBackOffAndCountsRestarts) {
-  Apply(ShellPod("crasher", "A100-SXM4-40GB", "echo run >> /record/runs; exit 1", "OnFailure"));
+  Apply(ShellPod("crasher", "A100-SXM4-40GB", "echo run >> /record/runs; echo attempt failed; exit 1", "OnFailure"));
   bool saw_back_off = false;
   ASSERT_TRUE(WaitUntil(
       [&] {
@@ -252,7 +306,19 @@ TEST_F(LocalNodeTest, OnFailureRestartsAFailingContainerWithBackOffAndCountsRest
   EXPECT_EQ(status["lastState"]["terminated"]["exitCode"], 1);
   EXPECT_TRUE(saw_back_off) << "the second restart waits in CrashLoopBackOff";
   EXPECT_EQ(Phase("crasher"), "Running");  // OnFailure: restarting, not Failed
-  EXPECT_GE(std::count(ReadFile(host_dir_ + "/runs").begin(), ReadFile(host_dir_ + "/runs").end(), '\n'), 3);
+  const std::string runs = ReadFile(host_dir_ + "/runs");
+  EXPECT_GE(std::count(runs.begin(), runs.end(), '\n'), 3);
+  const CommandResult previous = Kubectl("logs --previous crasher");
+  EXPECT_EQ(previous.exit_code, 0) << previous.output;
+  EXPECT_EQ(previous.output, "attempt failed\n");
+}
+
+TEST_F(LocalNodeTest, AlwaysRestartsAContainerEvenAfterASuccessfulExit) {
+  Apply(ShellPod("repeater", "A100-SXM4-40GB", "echo run >> /record/runs; exit 0", "Always"));
+  ASSERT_TRUE(WaitUntil([&] { return ContainerStatus("repeater").value("restartCount", 0) >= 1; }, 60s))
+      << GetPod("repeater").dump(1);
+  EXPECT_EQ(Phase("repeater"), "Running");
+  EXPECT_EQ(ContainerStatus("repeater")["lastState"]["terminated"]["exitCode"], 0);
 }
 
 TEST_F(LocalNodeTest, AnUnknownCommandFailsThePodWithAMessageNamingIt) {
@@ -302,11 +368,14 @@ TEST_F(LocalNodeTest, FulcrumTrainerRunsAloneAsAPodAndSucceeds) {
            {"image", "localhost/fulcrum-trainer:dev"},
            {"env", {{{"name", "POD_IP"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "status.podIP"}}}}}}}},
            {"args",
-            {"--world-size", "1", "--rank", "0", "--batches", "16", "--steps", "30", "--host", "$(POD_IP)",
+            {"--world-size", "1", "--rank", "0", "--batches", "16", "--steps", "3000", "--host", "$(POD_IP)",
              "--rendezvous", "$(POD_IP):29500"}}}}}}}}.dump();
   const CommandResult run = Kubectl("run trainer --image=localhost/fulcrum-trainer:dev --restart=Never --overrides=" +
                                     ShellQuote(overrides));
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  // Seen running, with its progress in `kubectl logs`, then done.
+  ASSERT_TRUE(WaitForPhase("trainer", "Running")) << GetPod("trainer").dump(1);
+  EXPECT_TRUE(WaitUntil([&] { return Kubectl("logs trainer").output.find("\"msg\":\"step\"") != std::string::npos; }, 60s));
   ASSERT_TRUE(WaitForPhase("trainer", "Succeeded", 120s)) << GetPod("trainer").dump(1) << Kubectl("logs trainer").output;
   EXPECT_EQ(GetPod("trainer")["spec"]["nodeName"], "t4-local-0");
   const std::string logs = Kubectl("logs trainer").output;
@@ -341,6 +410,23 @@ TEST_F(LocalNodeTest, TheAgentKilledAndRestartedAdoptsRunningPodsReportsEndedOne
   EXPECT_EQ(long_status["restartCount"], 0);
   EXPECT_EQ(long_status["state"]["running"]["startedAt"], started_at) << "adopted, not restarted";
   EXPECT_TRUE(WaitUntil([&] { return Kubectl("logs long").exit_code == 0; }, 30s)) << Kubectl("logs long").output;
+}
+
+TEST_F(LocalNodeTest, TheAgentStoppedWithSigtermStopsEveryProcessItStartedAndReportsThem) {
+  Apply(ShellPod("stopped", "A100-SXM4-40GB", "echo $$$$ > /record/pid; while true; do sleep 1; done"));
+  ASSERT_TRUE(WaitForPhase("stopped", "Running"));
+  const int pid = RecordedPid("pid");
+  const std::string ctl = ShellQuote(fulcrum::testing::SourcePath("tests/cluster/ctl")) + " --dir " +
+                          ShellQuote(Cluster().dir);
+  ASSERT_EQ(RunShell(ctl + " stop node-agent").exit_code, 0);
+  EXPECT_FALSE(ProcessAlive(pid));
+  // "[f]" so that pgrep does not find the shell that runs it, whose command line holds the pattern.
+  const CommandResult shims = RunShell("pgrep -f -- " + ShellQuote("[f]ulcrum-local-node shim " + Cluster().dir));
+  EXPECT_NE(shims.exit_code, 0) << "shims left behind:\n" << shims.output;
+  // Its last word: the container ended (SIGTERM, exit 143); restartPolicy Never makes the pod Failed.
+  EXPECT_EQ(ContainerStatus("stopped")["state"]["terminated"]["exitCode"], 143) << GetPod("stopped").dump(1);
+  ASSERT_EQ(RunShell(ctl + " start node-agent").exit_code, 0);
+  EXPECT_TRUE(WaitForPhase("stopped", "Failed"));
 }
 
 // Last: the node is gone for the rest of the run.

@@ -24,6 +24,8 @@
 #include <thread>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "operator/common/log.h"
 #include "tests/tools/local_node/logs/log_file.h"
 #include "tests/tools/local_node/logs/request_target.h"
@@ -118,20 +120,23 @@ http::status StatusFor(ErrorCode code) {
 }
 
 std::string NotSupportedMessage(const std::string& feature) {
-  const std::string command = feature == "portForward" ? "port-forward" : feature;
-  return command +
+  if (feature == "portForward") {
+    return "port-forward is not supported by fulcrum-local-node: its pods are local processes, each "
+           "listening on its own loopback address; connect to the pod's IP (kubectl get pod -o wide) "
+           "directly from this host";
+  }
+  return feature +
          " is not supported by fulcrum-local-node: its pods are local processes on the node's "
-         "host, not containers it can enter, attach to or forward into; work with the processes "
-         "on that host directly (kubectl logs works)";
+         "host, not containers it can enter or attach to; work with the processes on that host "
+         "directly (kubectl logs works)";
 }
 
-// Writes a whole response with a text/plain body. The API server shows the body
-// of an error answer to the kubectl user, so it is the plain message.
-bool WriteText(TlsStream& stream, const Request& request, http::status status, std::string body,
-               const char* allow = nullptr) {
+// Writes a whole response with the given body.
+bool WriteBody(TlsStream& stream, const Request& request, http::status status, const char* content_type,
+               std::string body, const char* allow = nullptr) {
   http::response<http::string_body> response{status, request.version()};
   response.set(http::field::server, "fulcrum-local-node");
-  response.set(http::field::content_type, "text/plain; charset=utf-8");
+  response.set(http::field::content_type, content_type);
   if (allow != nullptr) response.set(http::field::allow, allow);
   response.keep_alive(request.keep_alive());
   response.body() = std::move(body);
@@ -139,6 +144,21 @@ bool WriteText(TlsStream& stream, const Request& request, http::status status, s
   boost::system::error_code error;
   http::write(stream, response, error);
   return !error;
+}
+
+// The API server shows the body of an error answer to the kubectl user, so it is the plain message.
+bool WriteText(TlsStream& stream, const Request& request, http::status status, std::string body,
+               const char* allow = nullptr) {
+  return WriteBody(stream, request, status, "text/plain; charset=utf-8", std::move(body), allow);
+}
+
+// An error answer to a streaming request (exec, attach, port-forward) as a metav1.Status:
+// kubectl decodes the body the API server relays as a Status, and plain text with a ": " in
+// it would decode, as YAML, to an empty one.
+bool WriteStatus(TlsStream& stream, const Request& request, http::status status, const std::string& message) {
+  const nlohmann::json body = {{"kind", "Status"},  {"apiVersion", "v1"},       {"status", "Failure"},
+                               {"message", message}, {"reason", "NotImplemented"}, {"code", static_cast<int>(status)}};
+  return WriteBody(stream, request, status, "application/json", body.dump());
 }
 
 // A 200 response whose body is sent as it is read: chunked for HTTP/1.1, so
@@ -362,14 +382,19 @@ class LogServerImpl final : public LogServer {
 
   // Returns false when the connection cannot carry another request.
   bool Answer(TlsStream& stream, const Request& request) {
-    if (request.method() != http::verb::get) {
-      return WriteText(stream, request, http::status::method_not_allowed,
-                       "fulcrum-local-node serves GET only", "GET");
-    }
     const std::string_view raw_target(request.target().data(), request.target().size());
     Result<RequestTarget> target = ParseRequestTarget(raw_target);
     if (!target.ok()) {
       return WriteText(stream, request, http::status::bad_request, target.error().message);
+    }
+    // exec and attach arrive as POST upgrade requests: they get the sentence saying why not,
+    // whatever their method.
+    if (target->kind == RequestTarget::Kind::kNotSupported) {
+      return WriteStatus(stream, request, http::status::not_implemented, NotSupportedMessage(target->feature));
+    }
+    if (request.method() != http::verb::get) {
+      return WriteText(stream, request, http::status::method_not_allowed,
+                       "fulcrum-local-node serves GET only", "GET");
     }
     switch (target->kind) {
       case RequestTarget::Kind::kHealth:

@@ -2,6 +2,8 @@
 // openssl CLI and curl as the client (as the API server would call it).
 #include "tests/tools/local_node/logs/log_server.h"
 
+#include <nlohmann/json.hpp>
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -373,9 +375,13 @@ TEST_F(LogServerTest, DecodesEscapedPathSegments) {
   EXPECT_EQ(answer.body, "decoded\n");
 }
 
-TEST_F(LogServerTest, AnswersNotImplementedForExec) {
+TEST_F(LogServerTest, AnswersNotImplementedForExecAsAStatusKubectlCanDecode) {
   const Answer answer = Get("/exec/ns/trainer-0/main?command=ls&stdout=1");
   EXPECT_EQ(answer.status, "501");
+  const nlohmann::json status = nlohmann::json::parse(answer.body, nullptr, false);
+  ASSERT_TRUE(status.is_object()) << answer.body;
+  EXPECT_EQ(status["kind"], "Status");
+  EXPECT_EQ(status["code"], 501);
   EXPECT_NE(
       answer.body.find("is not supported by fulcrum-local-node: its pods are local processes"),
       std::string::npos)
@@ -392,6 +398,12 @@ TEST_F(LogServerTest, AnswersHealthzAndNotFoundForOtherPaths) {
 TEST_F(LogServerTest, RefusesMethodsOtherThanGet) {
   AddContainer("trainer-0", "line\n");
   EXPECT_EQ(Get("/containerLogs/ns/trainer-0/main", ApiServer(), "-X POST").status, "405");
+}
+
+TEST_F(LogServerTest, ExecArrivingAsAPostUpgradeGetsTheNotSupportedSentence) {
+  const auto answer = Get("/exec/ns/trainer-0/main?command=true", ApiServer(), "-X POST");
+  EXPECT_EQ(answer.status, "501");
+  EXPECT_NE(answer.body.find("exec is not supported by fulcrum-local-node"), std::string::npos) << answer.body;
 }
 
 TEST_F(LogServerTest, ServesSeveralRequestsOnOneConnection) {
