@@ -78,7 +78,8 @@ Result<ObjectList> ReadJsonList(ResponseStream& body, const std::string& path,
     if (!bytes.ok()) return bytes.error();
     if (bytes->empty()) break;
     decoder.Feed(*bytes);
-    if (bad_item) return MakeError(ErrorCode::kInternal, "GET " + path + ": an item is not valid JSON");
+    if (bad_item)
+      return MakeError(ErrorCode::kInternal, "GET " + path + ": an item is not valid JSON");
   }
   if (!decoder.complete()) {
     return MakeError(ErrorCode::kUnavailable, "GET " + path + ": the list response ended early");
@@ -168,7 +169,8 @@ Result<nlohmann::json> ApiClient::Create(const ResourceType& type, std::string_v
 }
 
 Result<nlohmann::json> ApiClient::CreateSubresource(const ResourceType& type, std::string_view ns,
-                                                    std::string_view name, std::string_view subresource,
+                                                    std::string_view name,
+                                                    std::string_view subresource,
                                                     const nlohmann::json& body) {
   return Write("POST", ObjectPath(type, ns, name, subresource), body, "application/json");
 }

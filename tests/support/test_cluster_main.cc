@@ -26,8 +26,9 @@ class ClusterEnvironment : public ::testing::Environment {
     dir_ = pattern;
     // A test binary asks for more of the cluster (e.g. --local-nodes FILE) through this variable.
     const char* extra = std::getenv("FULCRUM_CLUSTER_UP_ARGS");
-    const CommandResult up = RunShell(ShellQuote(SourcePath("tests/cluster/up")) + " --dir " + ShellQuote(dir_) +
-                                      (extra != nullptr ? std::string(" ") + extra : std::string()));
+    const CommandResult up =
+        RunShell(ShellQuote(SourcePath("tests/cluster/up")) + " --dir " + ShellQuote(dir_) +
+                 (extra != nullptr ? std::string(" ") + extra : std::string()));
     if (up.exit_code != 0) {
       GTEST_FAIL() << "tests/cluster/up failed (exit " << up.exit_code << "):\n" << up.output;
     }
@@ -35,17 +36,20 @@ class ClusterEnvironment : public ::testing::Environment {
     cluster.dir = dir_;
     std::ifstream env_file(dir_ + "/cluster.env");
     for (std::string line; std::getline(env_file, line);) {
-      if (auto eq = line.find('='); eq != std::string::npos) cluster.env[line.substr(0, eq)] = line.substr(eq + 1);
+      if (auto eq = line.find('='); eq != std::string::npos)
+        cluster.env[line.substr(0, eq)] = line.substr(eq + 1);
     }
     ClusterSlot() = std::move(cluster);
   }
 
   void TearDown() override {
     if (dir_.empty()) return;
-    const CommandResult down = RunShell(ShellQuote(SourcePath("tests/cluster/down")) + " --dir " + ShellQuote(dir_));
+    const CommandResult down =
+        RunShell(ShellQuote(SourcePath("tests/cluster/down")) + " --dir " + ShellQuote(dir_));
     EXPECT_EQ(down.exit_code, 0) << down.output;
     // Keep the logs of a failed run for diagnosis; remove them after a clean one.
-    if (!::testing::UnitTest::GetInstance()->Failed() && std::getenv("FULCRUM_KEEP_CLUSTER") == nullptr) {
+    if (!::testing::UnitTest::GetInstance()->Failed() &&
+        std::getenv("FULCRUM_KEEP_CLUSTER") == nullptr) {
       std::filesystem::remove_all(dir_);
     } else {
       std::fprintf(stderr, "cluster logs kept in %s/logs\n", dir_.c_str());
@@ -67,8 +71,8 @@ const TestCluster& Cluster() {
 }
 
 CommandResult TestCluster::Kubectl(const std::string& arguments) const {
-  return RunShell(ShellQuote(env.at("FULCRUM_KUBECTL")) + " --kubeconfig " + ShellQuote(kubeconfig()) + " " +
-                  arguments);
+  return RunShell(ShellQuote(env.at("FULCRUM_KUBECTL")) + " --kubeconfig " +
+                  ShellQuote(kubeconfig()) + " " + arguments);
 }
 
 std::string SourcePath(const std::string& relative) {
@@ -81,6 +85,7 @@ std::string SourcePath(const std::string& relative) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   // gtest owns registered environments; hand it one.
-  ::testing::AddGlobalTestEnvironment(std::make_unique<fulcrum::testing::ClusterEnvironment>().release());
+  ::testing::AddGlobalTestEnvironment(
+      std::make_unique<fulcrum::testing::ClusterEnvironment>().release());
   return RUN_ALL_TESTS();
 }

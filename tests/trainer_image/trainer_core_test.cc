@@ -88,7 +88,8 @@ TEST(TrainerFlags, NamesTheFlagThatIsWrong) {
 TEST(TrainerFlags, SlowdownFileDefaultsToTheEnvironmentsAndAFlagOverridesIt) {
   const std::vector<std::string> base = {"--coordinator", "h:1", "--token-file", "t"};
   EXPECT_EQ(ParseTrainerFlags(base)->slowdown_file, "");
-  const std::map<std::string, std::string> environment = {{"FULCRUM_SLOWDOWN_FILE", "/node/slowdown"}};
+  const std::map<std::string, std::string> environment = {
+      {"FULCRUM_SLOWDOWN_FILE", "/node/slowdown"}};
   EXPECT_EQ(ParseTrainerFlags(base, environment)->slowdown_file, "/node/slowdown");
   std::vector<std::string> overridden = base;
   overridden.insert(overridden.end(), {"--slowdown-file", "/mine"});

@@ -1,8 +1,8 @@
 // fulcrum-trainer: heterogeneous data-parallel training with in-place rebalancing.
 #include <csignal>
 #include <cstdlib>
-#include <map>
 #include <iostream>
+#include <map>
 
 #include "trainer_image/trainer/trainer_flags.h"
 #include "trainer_image/trainer/training_loop.h"

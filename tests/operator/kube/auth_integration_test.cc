@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "tests/operator/kube/kube_test_support.h"
+#include "tests/support/temporary_directory.h"
 
 namespace fulcrum::kube {
 namespace {
@@ -18,13 +19,6 @@ using fulcrum::testing::ShellQuote;
 
 class KubeAuth : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "kube-auth-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   fs::path Write(const std::string& name, const std::string& text) {
     std::ofstream(dir_ / name) << text;
     return dir_ / name;
@@ -47,7 +41,8 @@ class KubeAuth : public ::testing::Test {
     return "    certificate-authority: " + Cluster().Get("FULCRUM_CA_FILE") + "\n";
   }
 
-  fs::path dir_;
+  fulcrum::testing::TemporaryDirectory temp_{"kube-auth"};
+  const fs::path dir_ = temp_.path();
 };
 
 TEST_F(KubeAuth, TokenAndClientCertificateKubeconfigsBothWork) {

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <map>
 
+#include "tests/support/temporary_directory.h"
+
 namespace fulcrum::kube {
 namespace {
 
@@ -14,20 +16,14 @@ namespace fs = std::filesystem;
 
 class KubeconfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "kubeconfig-test-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   fs::path Write(const std::string& name, const std::string& text) {
     const fs::path path = dir_ / name;
     std::ofstream(path) << text;
     return path;
   }
 
-  fs::path dir_;
+  fulcrum::testing::TemporaryDirectory temp_{"kubeconfig-test"};
+  const fs::path dir_ = temp_.path();
 };
 
 constexpr const char* kTwoContexts = R"(apiVersion: v1

@@ -117,6 +117,24 @@ TEST(KubeRest, CrudOnConfigMapsWithTypedErrors) {
   EXPECT_EQ(twice.error().code, ErrorCode::kNotFound);
 }
 
+TEST(KubeRest, CreateSubresourcePostsATokenRequestAndReturnsTheServersAnswer) {
+  auto client = AdminClient();
+  const nlohmann::json request = {
+      {"apiVersion", "authentication.k8s.io/v1"},
+      {"kind", "TokenRequest"},
+      {"spec", {{"audiences", {"fulcrum-test"}}, {"expirationSeconds", 600}}}};
+  ASSERT_TRUE(WaitFor(
+      [&] { return client->Get(resources::ServiceAccounts(), "default", "default").ok(); }));
+  auto answer = client->CreateSubresource(resources::ServiceAccounts(), "default", "default",
+                                          "token", request);
+  ASSERT_TRUE(answer.ok()) << answer.error().ToString();
+  EXPECT_FALSE((*answer)["status"].value("token", "").empty()) << answer->dump();
+  auto missing = client->CreateSubresource(resources::ServiceAccounts(), "default", "nobody-here",
+                                           "token", request);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+}
+
 TEST(KubeRest, InvalidObjectNamesTheField) {
   auto client = AdminClient();
   auto invalid =

@@ -23,7 +23,7 @@ struct AgentFlags {
   double max_restart_backoff_seconds = 300;
   int shutdown_grace_seconds = 5;
 
-  bool shim = false;            // internal: run as the shim of one container start
+  bool shim = false;  // internal: run as the shim of one container start
   std::string shim_state_dir;
   bool check_inventory = false;  // only check --nodes and print the node names
 };

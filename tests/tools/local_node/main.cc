@@ -35,7 +35,8 @@ int Fail(const std::string& message, int code = 2) {
 
 // "https://127.0.0.1:6443" -> {"127.0.0.1", "6443"}
 std::pair<std::string, std::string> HostAndPort(const std::string& server) {
-  std::string rest = server.substr(server.find("://") == std::string::npos ? 0 : server.find("://") + 3);
+  std::string rest =
+      server.substr(server.find("://") == std::string::npos ? 0 : server.find("://") + 3);
   rest = rest.substr(0, rest.find('/'));
   const auto colon = rest.rfind(':');
   if (colon == std::string::npos) return {rest, "443"};
@@ -51,7 +52,8 @@ int RunAgent(const AgentFlags& flags) {
   if (!config.ok()) return Fail("--kubeconfig: " + config.error().ToString());
   auto rest = kube::RestClient::Create(*config);
   if (!rest.ok()) return Fail("--kubeconfig: " + rest.error().ToString());
-  auto client = std::make_shared<kube::ApiClient>(std::shared_ptr<kube::RestClient>(std::move(rest).value()));
+  auto client =
+      std::make_shared<kube::ApiClient>(std::shared_ptr<kube::RestClient>(std::move(rest).value()));
 
   std::error_code error;
   const std::filesystem::path work_dir = std::filesystem::absolute(flags.work_dir);
@@ -66,8 +68,9 @@ int RunAgent(const AgentFlags& flags) {
   context.path_variable = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
   context.host_ip = flags.kubelet_address;
   std::tie(context.apiserver_host, context.apiserver_port) = HostAndPort(config->server);
-  context.restart_backoff = {std::chrono::milliseconds(static_cast<long>(flags.restart_backoff_seconds * 1000)),
-                             std::chrono::milliseconds(static_cast<long>(flags.max_restart_backoff_seconds * 1000))};
+  context.restart_backoff = {
+      std::chrono::milliseconds(static_cast<long>(flags.restart_backoff_seconds * 1000)),
+      std::chrono::milliseconds(static_cast<long>(flags.max_restart_backoff_seconds * 1000))};
   context.shutdown_grace = std::chrono::seconds(flags.shutdown_grace_seconds);
   context.slowdown_files = SlowdownFiles(work_dir);
   context.client = client;
@@ -86,9 +89,11 @@ int RunAgent(const AgentFlags& flags) {
   log_options.key_file = flags.tls_private_key_file;
   log_options.client_ca_file = flags.client_ca_file;
   auto log_server = LogServer::Start(log_options, pods);
-  if (!log_server.ok()) return Fail(log_server.error().field + ": " + log_server.error().message, 1);
+  if (!log_server.ok())
+    return Fail(log_server.error().field + ": " + log_server.error().message, 1);
 
-  EmulatedNodes nodes(client, *inventory, NodeEndpoint{flags.kubelet_address, (*log_server)->port()},
+  EmulatedNodes nodes(client, *inventory,
+                      NodeEndpoint{flags.kubelet_address, (*log_server)->port()},
                       SlowdownFiles(work_dir));
   if (Status registered = nodes.Register(); !registered.ok()) {
     return Fail("cannot register the nodes: " + registered.error().ToString(), 1);
@@ -98,10 +103,13 @@ int RunAgent(const AgentFlags& flags) {
   if (pods->WaitForSync(60s)) {
     pods->RemoveUnclaimed();
   } else {
-    kLog.Warning("the pod watches did not sync within 60 s; an earlier agent's leftovers stay until restart");
+    kLog.Warning(
+        "the pod watches did not sync within 60 s; an earlier agent's leftovers stay until "
+        "restart");
   }
   kLog.Info("ready", {{"nodes", inventory->size()},
-                      {"kubeletEndpoint", flags.kubelet_address + ":" + std::to_string((*log_server)->port())},
+                      {"kubeletEndpoint",
+                       flags.kubelet_address + ":" + std::to_string((*log_server)->port())},
                       {"workDir", work_dir.string()}});
 
   sigset_t stop_signals;

@@ -6,20 +6,13 @@
 #include <fstream>
 #include <string>
 
+#include "tests/support/temporary_directory.h"
+
 namespace fulcrum::local_node {
 namespace {
 
 class LogFileReaderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "log-file-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-    path_ = dir_ / "main.log";
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   void Append(const std::string& text) {
     std::ofstream(path_, std::ios::app | std::ios::binary) << text;
   }
@@ -39,8 +32,8 @@ class LogFileReaderTest : public ::testing::Test {
     return ReadAll(reader);
   }
 
-  std::filesystem::path dir_;
-  std::filesystem::path path_;
+  fulcrum::testing::TemporaryDirectory dir_{"log-file-test"};
+  std::filesystem::path path_ = dir_.path() / "main.log";
 };
 
 TEST_F(LogFileReaderTest, ReadsAFileThatAppearsLaterAsEmptyUntilThen) {

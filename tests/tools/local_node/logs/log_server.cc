@@ -19,12 +19,11 @@
 #include <limits>
 #include <list>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "operator/common/log.h"
 #include "tests/tools/local_node/logs/log_file.h"
@@ -121,8 +120,10 @@ http::status StatusFor(ErrorCode code) {
 
 std::string NotSupportedMessage(const std::string& feature) {
   if (feature == "portForward") {
-    return "port-forward is not supported by fulcrum-local-node: its pods are local processes, each "
-           "listening on its own loopback address; connect to the pod's IP (kubectl get pod -o wide) "
+    return "port-forward is not supported by fulcrum-local-node: its pods are local processes, "
+           "each "
+           "listening on its own loopback address; connect to the pod's IP (kubectl get pod -o "
+           "wide) "
            "directly from this host";
   }
   return feature +
@@ -132,8 +133,8 @@ std::string NotSupportedMessage(const std::string& feature) {
 }
 
 // Writes a whole response with the given body.
-bool WriteBody(TlsStream& stream, const Request& request, http::status status, const char* content_type,
-               std::string body, const char* allow = nullptr) {
+bool WriteBody(TlsStream& stream, const Request& request, http::status status,
+               const char* content_type, std::string body, const char* allow = nullptr) {
   http::response<http::string_body> response{status, request.version()};
   response.set(http::field::server, "fulcrum-local-node");
   response.set(http::field::content_type, content_type);
@@ -155,9 +156,11 @@ bool WriteText(TlsStream& stream, const Request& request, http::status status, s
 // An error answer to a streaming request (exec, attach, port-forward) as a metav1.Status:
 // kubectl decodes the body the API server relays as a Status, and plain text with a ": " in
 // it would decode, as YAML, to an empty one.
-bool WriteStatus(TlsStream& stream, const Request& request, http::status status, const std::string& message) {
-  const nlohmann::json body = {{"kind", "Status"},  {"apiVersion", "v1"},       {"status", "Failure"},
-                               {"message", message}, {"reason", "NotImplemented"}, {"code", static_cast<int>(status)}};
+bool WriteStatus(TlsStream& stream, const Request& request, http::status status,
+                 const std::string& message) {
+  const nlohmann::json body = {{"kind", "Status"},           {"apiVersion", "v1"},
+                               {"status", "Failure"},        {"message", message},
+                               {"reason", "NotImplemented"}, {"code", static_cast<int>(status)}};
   return WriteBody(stream, request, status, "application/json", body.dump());
 }
 
@@ -390,7 +393,8 @@ class LogServerImpl final : public LogServer {
     // exec and attach arrive as POST upgrade requests: they get the sentence saying why not,
     // whatever their method.
     if (target->kind == RequestTarget::Kind::kNotSupported) {
-      return WriteStatus(stream, request, http::status::not_implemented, NotSupportedMessage(target->feature));
+      return WriteStatus(stream, request, http::status::not_implemented,
+                         NotSupportedMessage(target->feature));
     }
     if (request.method() != http::verb::get) {
       return WriteText(stream, request, http::status::method_not_allowed,

@@ -2,8 +2,6 @@
 // openssl CLI and curl as the client (as the API server would call it).
 #include "tests/tools/local_node/logs/log_server.h"
 
-#include <nlohmann/json.hpp>
-
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -18,10 +16,12 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "tests/support/subprocess.h"
+#include "tests/support/temporary_directory.h"
 
 namespace fulcrum::local_node {
 namespace {
@@ -119,10 +119,6 @@ struct ClientIdentity {
 class LogServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "log-server-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
     MakeCertificates();
     directory_ = std::make_shared<FakeLogDirectory>();
     Result<std::unique_ptr<LogServer>> server = LogServer::Start(Options(), directory_);
@@ -132,10 +128,7 @@ class LogServerTest : public ::testing::Test {
     ASSERT_GT(port_, 0);
   }
 
-  void TearDown() override {
-    server_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { server_.reset(); }
 
   LogServerOptions Options() const {
     LogServerOptions options;
@@ -224,7 +217,8 @@ class LogServerTest : public ::testing::Test {
     return container;
   }
 
-  std::filesystem::path dir_;
+  fulcrum::testing::TemporaryDirectory temp_{"log-server-test"};
+  const std::filesystem::path dir_ = temp_.path();
   std::shared_ptr<FakeLogDirectory> directory_;
   std::unique_ptr<LogServer> server_;
   int port_ = 0;  // kept, so a test may stop the server and still name its port
@@ -403,7 +397,8 @@ TEST_F(LogServerTest, RefusesMethodsOtherThanGet) {
 TEST_F(LogServerTest, ExecArrivingAsAPostUpgradeGetsTheNotSupportedSentence) {
   const auto answer = Get("/exec/ns/trainer-0/main?command=true", ApiServer(), "-X POST");
   EXPECT_EQ(answer.status, "501");
-  EXPECT_NE(answer.body.find("exec is not supported by fulcrum-local-node"), std::string::npos) << answer.body;
+  EXPECT_NE(answer.body.find("exec is not supported by fulcrum-local-node"), std::string::npos)
+      << answer.body;
 }
 
 TEST_F(LogServerTest, ServesSeveralRequestsOnOneConnection) {

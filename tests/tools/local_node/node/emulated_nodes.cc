@@ -27,7 +27,9 @@ EmulatedNodes::EmulatedNodes(std::shared_ptr<kube::ApiClient> client, std::vecto
       endpoint_(std::move(endpoint)),
       slowdown_files_(std::move(slowdown_files)) {}
 
-EmulatedNodes::~EmulatedNodes() { Stop(); }
+EmulatedNodes::~EmulatedNodes() {
+  Stop();
+}
 
 Status EmulatedNodes::Register() {
   const auto nodes_type = kube::resources::Nodes();
@@ -55,7 +57,8 @@ Status EmulatedNodes::Register() {
       if (!patched.ok()) return patched.error();
       log_.Info("took over an existing node", {{"node", node.name}});
     } else {
-      return Error{created.error().code, "registering node " + node.name + ": " + created.error().message,
+      return Error{created.error().code,
+                   "registering node " + node.name + ": " + created.error().message,
                    created.error().field};
     }
     if (Status written = slowdown_files_.Write(node.name, slowdown); !written.ok()) return written;
@@ -84,7 +87,8 @@ void EmulatedNodes::Start(std::function<void(const std::string& node)> on_delete
   informer_ = std::make_unique<kube::Informer>(client_, kube::resources::Nodes(), options);
   informer_->AddEventHandler({
       .on_add = [this](const kube::CachedObject& node) { OnNodeSeen(node); },
-      .on_update = [this](const kube::CachedObject&, const kube::CachedObject& node) { OnNodeSeen(node); },
+      .on_update = [this](const kube::CachedObject&,
+                          const kube::CachedObject& node) { OnNodeSeen(node); },
       .on_delete = [this](const kube::CachedObject& node) { OnNodeDeleted(node); },
   });
   informer_->Start();
@@ -145,16 +149,19 @@ void EmulatedNodes::RenewLease(const std::string& node, const std::string& uid) 
     written = existing.error();
   }
   if (!written.ok()) {
-    log_.Warning("cannot renew the node lease; will retry", {{"node", node}, {"error", written.error().ToString()}});
+    log_.Warning("cannot renew the node lease; will retry",
+                 {{"node", node}, {"error", written.error().ToString()}});
   }
 }
 
 void EmulatedNodes::PostStatus(const NodeSpec& node) {
-  auto patched = client_->Patch(kube::resources::Nodes(), "", node.name, kube::PatchType::kStrategicMerge,
-                                {{"status", NodeStatus(node, endpoint_, std::chrono::system_clock::now(), started_)}},
-                                kube::StatusPatchOptions());
+  auto patched = client_->Patch(
+      kube::resources::Nodes(), "", node.name, kube::PatchType::kStrategicMerge,
+      {{"status", NodeStatus(node, endpoint_, std::chrono::system_clock::now(), started_)}},
+      kube::StatusPatchOptions());
   if (!patched.ok()) {
-    log_.Warning("cannot post node status; will retry", {{"node", node.name}, {"error", patched.error().ToString()}});
+    log_.Warning("cannot post node status; will retry",
+                 {{"node", node.name}, {"error", patched.error().ToString()}});
   }
 }
 
@@ -173,15 +180,18 @@ void EmulatedNodes::OnNodeSeen(const kube::CachedObject& object) {
     return;
   }
   if (Status written = slowdown_files_.Write(node, value); !written.ok()) {
-    log_.Error("cannot write the slowdown file", {{"node", node}, {"error", written.error().ToString()}});
+    log_.Error("cannot write the slowdown file",
+               {{"node", node}, {"error", written.error().ToString()}});
     return;
   }
   {
     std::lock_guard lock(mutex_);
     slowdowns_[node] = value;
   }
-  log_.Info("emulated slowdown changed (emulation: trainers on this node sleep in proportion to their compute)",
-            {{"node", node}, {"emulatedSlowdown", value}});
+  log_.Info(
+      "emulated slowdown changed (emulation: trainers on this node sleep in proportion to their "
+      "compute)",
+      {{"node", node}, {"emulatedSlowdown", value}});
 }
 
 void EmulatedNodes::OnNodeDeleted(const kube::CachedObject& object) {
@@ -192,8 +202,9 @@ void EmulatedNodes::OnNodeDeleted(const kube::CachedObject& object) {
     if (live_uids_.erase(node) == 0) return;
     on_deleted = on_deleted_;
   }
-  log_.Warning("node deleted from the API: its pods' processes are killed and it is no longer kept alive",
-               {{"node", node}});
+  log_.Warning(
+      "node deleted from the API: its pods' processes are killed and it is no longer kept alive",
+      {{"node", node}});
   if (on_deleted) on_deleted(node);
 }
 

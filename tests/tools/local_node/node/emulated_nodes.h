@@ -26,8 +26,8 @@ namespace fulcrum::local_node {
 
 class EmulatedNodes {
  public:
-  EmulatedNodes(std::shared_ptr<kube::ApiClient> client, std::vector<NodeSpec> nodes, NodeEndpoint endpoint,
-                SlowdownFiles slowdown_files);
+  EmulatedNodes(std::shared_ptr<kube::ApiClient> client, std::vector<NodeSpec> nodes,
+                NodeEndpoint endpoint, SlowdownFiles slowdown_files);
   ~EmulatedNodes();  // stops
 
   // Creates or takes over every Node and writes its slowdown file. An error
@@ -56,8 +56,8 @@ class EmulatedNodes {
   log::Logger log_{"local-node.nodes"};
 
   mutable std::mutex mutex_;
-  std::map<std::string, std::string> live_uids_;       // node name -> uid while alive
-  std::map<std::string, std::string> slowdowns_;       // node name -> last written value
+  std::map<std::string, std::string> live_uids_;  // node name -> uid while alive
+  std::map<std::string, std::string> slowdowns_;  // node name -> last written value
   std::function<void(const std::string&)> on_deleted_;
 
   std::unique_ptr<kube::Informer> informer_;

@@ -17,7 +17,8 @@ const std::regex kDnsLabel("^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$");
 const std::regex kLabelValue("^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$");
 const std::regex kQuantity("^[0-9]+(\\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$");
 
-Status NoUnknownKeys(const YAML::Node& map, const std::set<std::string>& allowed, const std::string& field) {
+Status NoUnknownKeys(const YAML::Node& map, const std::set<std::string>& allowed,
+                     const std::string& field) {
   for (const auto& entry : map) {
     const std::string key = entry.first.as<std::string>();
     if (allowed.count(key) == 0) {
@@ -39,27 +40,34 @@ Result<int> PositiveInt(const YAML::Node& node, const std::string& field) {
   return value;
 }
 
-Result<std::string> Matching(const YAML::Node& node, const std::regex& pattern, const std::string& field,
-                             const std::string& expected) {
+Result<std::string> Matching(const YAML::Node& node, const std::regex& pattern,
+                             const std::string& field, const std::string& expected) {
   const std::string text = node && node.IsScalar() ? node.Scalar() : "";
-  if (!std::regex_match(text, pattern)) return InvalidArgument(field, "must be " + expected + ", got '" + text + "'");
+  if (!std::regex_match(text, pattern))
+    return InvalidArgument(field, "must be " + expected + ", got '" + text + "'");
   return text;
 }
 
 Result<std::vector<NodeSpec>> ParseGroup(const YAML::Node& group, const std::string& field) {
-  if (!group.IsMap()) return InvalidArgument(field, "must be a mapping with namePrefix, count and gpu");
+  if (!group.IsMap())
+    return InvalidArgument(field, "must be a mapping with namePrefix, count and gpu");
   if (Status status = NoUnknownKeys(
-          group, {"namePrefix", "count", "gpu", "cpu", "memory", "pods", "labels", "emulatedSlowdown"}, field);
+          group,
+          {"namePrefix", "count", "gpu", "cpu", "memory", "pods", "labels", "emulatedSlowdown"},
+          field);
       !status.ok()) {
     return status.error();
   }
-  auto prefix = Matching(group["namePrefix"], kDnsLabel, field + ".namePrefix", "a lower-case DNS label like 't4'");
+  auto prefix = Matching(group["namePrefix"], kDnsLabel, field + ".namePrefix",
+                         "a lower-case DNS label like 't4'");
   if (!prefix.ok()) return prefix.error();
   auto count = PositiveInt(group["count"], field + ".count");
   if (!count.ok()) return count.error();
   const YAML::Node gpu = group["gpu"];
-  if (!gpu.IsMap()) return InvalidArgument(field + ".gpu", "must be a mapping with product, memoryMiB and count");
-  if (Status status = NoUnknownKeys(gpu, {"product", "memoryMiB", "count"}, field + ".gpu"); !status.ok()) {
+  if (!gpu.IsMap())
+    return InvalidArgument(field + ".gpu", "must be a mapping with product, memoryMiB and count");
+  if (Status status = NoUnknownKeys(gpu, {"product", "memoryMiB", "count"}, field + ".gpu");
+      !status.ok()) {
     return status.error();
   }
   auto product = Matching(gpu["product"], kLabelValue, field + ".gpu.product",
@@ -71,7 +79,8 @@ Result<std::vector<NodeSpec>> ParseGroup(const YAML::Node& group, const std::str
   if (!gpus.ok()) return gpus.error();
 
   std::map<std::string, std::string> capacity;
-  for (const auto& [key, fallback] : {std::pair{"cpu", "64"}, {"memory", "512Gi"}, {"pods", "110"}}) {
+  for (const auto& [key, fallback] :
+       {std::pair{"cpu", "64"}, {"memory", "512Gi"}, {"pods", "110"}}) {
     const YAML::Node value = group[key];
     if (!value) {
       capacity[key] = fallback;
@@ -93,8 +102,10 @@ Result<std::vector<NodeSpec>> ParseGroup(const YAML::Node& group, const std::str
   }
   std::map<std::string, std::string> extra_labels;
   if (const YAML::Node labels = group["labels"]) {
-    if (!labels.IsMap()) return InvalidArgument(field + ".labels", "must be a mapping of label keys to values");
-    for (const auto& entry : labels) extra_labels[entry.first.as<std::string>()] = entry.second.as<std::string>();
+    if (!labels.IsMap())
+      return InvalidArgument(field + ".labels", "must be a mapping of label keys to values");
+    for (const auto& entry : labels)
+      extra_labels[entry.first.as<std::string>()] = entry.second.as<std::string>();
   }
 
   std::vector<NodeSpec> nodes;
@@ -126,14 +137,16 @@ Result<std::vector<NodeSpec>> ParseGroup(const YAML::Node& group, const std::str
 Result<double> ParseSlowdown(const std::string& text) {
   double value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc() || end != text.data() + text.size() || !std::isfinite(value) ||
-      value < 1.0) {
-    return InvalidArgument(kSlowdownLabel, "must be a number >= 1 (the emulated slowdown factor), got '" + text + "'");
+  if (text.empty() || error != std::errc() || end != text.data() + text.size() ||
+      !std::isfinite(value) || value < 1.0) {
+    return InvalidArgument(
+        kSlowdownLabel, "must be a number >= 1 (the emulated slowdown factor), got '" + text + "'");
   }
   return value;
 }
 
-Result<std::vector<NodeSpec>> ParseInventory(const std::string& yaml_text, const std::string& file_name) {
+Result<std::vector<NodeSpec>> ParseInventory(const std::string& yaml_text,
+                                             const std::string& file_name) {
   const auto in_file = [&](const Error& error) {
     return Error{error.code, file_name + ": " + error.field + ": " + error.message, error.field};
   };
@@ -149,7 +162,8 @@ Result<std::vector<NodeSpec>> ParseInventory(const std::string& yaml_text, const
                                           " must hold a non-empty list under 'nodes:' "
                                           "(see tests/cluster/nodes/local-mixed.yaml)");
     }
-    if (Status status = NoUnknownKeys(document, {"nodes"}, "(top level)"); !status.ok()) return in_file(status.error());
+    if (Status status = NoUnknownKeys(document, {"nodes"}, "(top level)"); !status.ok())
+      return in_file(status.error());
     std::vector<NodeSpec> nodes;
     std::set<std::string> names;
     for (std::size_t i = 0; i < document["nodes"].size(); ++i) {
@@ -158,15 +172,17 @@ Result<std::vector<NodeSpec>> ParseInventory(const std::string& yaml_text, const
       if (!group.ok()) return in_file(group.error());
       for (NodeSpec& node : *group) {
         if (!names.insert(node.name).second) {
-          return in_file(InvalidArgument(field + ".namePrefix", "node name '" + node.name +
-                                                                    "' repeats an earlier one; give each group "
-                                                                    "its own namePrefix"));
+          return in_file(InvalidArgument(field + ".namePrefix",
+                                         "node name '" + node.name +
+                                             "' repeats an earlier one; give each group "
+                                             "its own namePrefix"));
         }
         nodes.push_back(std::move(node));
       }
     }
     return nodes;
-  } catch (const YAML::Exception& error) {  // a value of the wrong shape (a list where text belongs)
+  } catch (
+      const YAML::Exception& error) {  // a value of the wrong shape (a list where text belongs)
     return InvalidArgument("", file_name + ": " + error.what());
   }
 }

@@ -20,14 +20,15 @@ inline constexpr const char* kSlowdownLabel = "fulcrum.dev/emulated-slowdown";
 
 struct NodeSpec {
   std::string name;
-  std::map<std::string, std::string> labels;     // GFD labels, hostname/os/arch, ours
-  std::map<std::string, std::string> capacity;   // cpu, memory, pods, nvidia.com/gpu
-  std::string slowdown = "1";                    // the label's initial value
+  std::map<std::string, std::string> labels;    // GFD labels, hostname/os/arch, ours
+  std::map<std::string, std::string> capacity;  // cpu, memory, pods, nvidia.com/gpu
+  std::string slowdown = "1";                   // the label's initial value
 };
 
 // Parses and checks an inventory; errors name the file and the field
 // (`nodes[1].gpu.memoryMiB`) and say what is expected. Node names must be unique.
-Result<std::vector<NodeSpec>> ParseInventory(const std::string& yaml_text, const std::string& file_name);
+Result<std::vector<NodeSpec>> ParseInventory(const std::string& yaml_text,
+                                             const std::string& file_name);
 Result<std::vector<NodeSpec>> LoadInventory(const std::string& path);
 
 // A slowdown label value: a finite number >= 1 ("1", "2.5"). Errors say so.

@@ -64,15 +64,21 @@ TEST(Inventory, MalformedInputsAreRefusedNamingTheField) {
       {"nodes: [", ""},
       {"nodes: []", "nodes"},
       {"foo: 1", "nodes"},
-      {"nodes: [{namePrefix: T4, count: 1, gpu: {product: x, memoryMiB: 1, count: 1}}]", "nodes[0].namePrefix"},
-      {"nodes: [{namePrefix: t4, count: 0, gpu: {product: x, memoryMiB: 1, count: 1}}]", "nodes[0].count"},
-      {"nodes: [{namePrefix: t4, count: 1, gpu: {product: 'a b', memoryMiB: 1, count: 1}}]", "nodes[0].gpu.product"},
-      {"nodes: [{namePrefix: t4, count: 1, gpu: {product: x, memoryMiB: -5, count: 1}}]", "nodes[0].gpu.memoryMiB"},
-      {"nodes: [{namePrefix: t4, count: 1, gpu: {product: x, memoryMiB: 1, count: 1}, emulatedSlowdown: 0.5}]",
+      {"nodes: [{namePrefix: T4, count: 1, gpu: {product: x, memoryMiB: 1, count: 1}}]",
+       "nodes[0].namePrefix"},
+      {"nodes: [{namePrefix: t4, count: 0, gpu: {product: x, memoryMiB: 1, count: 1}}]",
+       "nodes[0].count"},
+      {"nodes: [{namePrefix: t4, count: 1, gpu: {product: 'a b', memoryMiB: 1, count: 1}}]",
+       "nodes[0].gpu.product"},
+      {"nodes: [{namePrefix: t4, count: 1, gpu: {product: x, memoryMiB: -5, count: 1}}]",
+       "nodes[0].gpu.memoryMiB"},
+      {"nodes: [{namePrefix: t4, count: 1, gpu: {product: x, memoryMiB: 1, count: 1}, "
+       "emulatedSlowdown: 0.5}]",
        "nodes[0].emulatedSlowdown"},
       {"nodes: [{namePrefix: t4, count: 1, gpu: {product: x, memoryMiB: 1, count: 1}, color: red}]",
        "nodes[0].color"},
-      {"nodes: [{namePrefix: t4, count: 1, gpu: {product: x, memoryMiB: 1, count: 1}, cpu: lots}]", "nodes[0].cpu"},
+      {"nodes: [{namePrefix: t4, count: 1, gpu: {product: x, memoryMiB: 1, count: 1}, cpu: lots}]",
+       "nodes[0].cpu"},
   };
   for (const Case& c : cases) {
     auto nodes = ParseInventory(c.yaml, "bad.yaml");

@@ -24,12 +24,14 @@ std::string KernelVersion() {
 std::string NodeId(const std::string& name, const char* salt) {
   const std::size_t hash = std::hash<std::string>{}(name + salt);
   char text[33];
-  std::snprintf(text, sizeof text, "%016zx%016zx", hash, static_cast<std::size_t>(hash ^ 0x9e3779b97f4a7c15ULL));
+  std::snprintf(text, sizeof text, "%016zx%016zx", hash,
+                static_cast<std::size_t>(hash ^ 0x9e3779b97f4a7c15ULL));
   return text;
 }
 
-nlohmann::json Condition(const char* type, const char* status, const char* reason, const char* message,
-                         const std::string& heartbeat, const std::string& transition) {
+nlohmann::json Condition(const char* type, const char* status, const char* reason,
+                         const char* message, const std::string& heartbeat,
+                         const std::string& transition) {
   return {{"type", type},
           {"status", status},
           {"reason", reason},
@@ -49,23 +51,27 @@ nlohmann::json NodeStatus(const NodeSpec& node, const NodeEndpoint& endpoint,
       {"capacity", node.capacity},
       {"allocatable", node.capacity},
       {"conditions",
-       {Condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available",
-                  heartbeat, changed),
-        Condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", heartbeat,
-                  changed),
-        Condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available",
-                  heartbeat, changed),
+       {Condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                  "kubelet has sufficient memory available", heartbeat, changed),
+        Condition("DiskPressure", "False", "KubeletHasNoDiskPressure",
+                  "kubelet has no disk pressure", heartbeat, changed),
+        Condition("PIDPressure", "False", "KubeletHasSufficientPID",
+                  "kubelet has sufficient PID available", heartbeat, changed),
         Condition("Ready", "True", "KubeletReady",
-                  "fulcrum-local-node is posting ready status (an emulated GPU node: pods run as local processes)",
+                  "fulcrum-local-node is posting ready status (an emulated GPU node: pods run as "
+                  "local processes)",
                   heartbeat, changed)}},
-      {"addresses", {{{"type", "InternalIP"}, {"address", endpoint.address}}, {{"type", "Hostname"}, {"address", node.name}}}},
+      {"addresses",
+       {{{"type", "InternalIP"}, {"address", endpoint.address}},
+        {{"type", "Hostname"}, {"address", node.name}}}},
       {"daemonEndpoints", {{"kubeletEndpoint", {{"Port", endpoint.kubelet_port}}}}},
       {"nodeInfo",
        {{"machineID", NodeId(node.name, "machine")},
         {"systemUUID", NodeId(node.name, "system")},
         {"bootID", NodeId(node.name, "boot")},
         {"kernelVersion", KernelVersion()},
-        {"osImage", "emulated " + node.labels.at("nvidia.com/gpu.product") + " node (fulcrum-local-node)"},
+        {"osImage",
+         "emulated " + node.labels.at("nvidia.com/gpu.product") + " node (fulcrum-local-node)"},
         {"containerRuntimeVersion", kRuntimeVersion},
         {"kubeletVersion", kKubeletVersion},
         {"kubeProxyVersion", ""},

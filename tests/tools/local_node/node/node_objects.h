@@ -13,8 +13,8 @@
 namespace fulcrum::local_node {
 
 struct NodeEndpoint {
-  std::string address;  // InternalIP of every node (the agent's log server listens there)
-  int kubelet_port = 0; // daemonEndpoints.kubeletEndpoint.Port
+  std::string address;   // InternalIP of every node (the agent's log server listens there)
+  int kubelet_port = 0;  // daemonEndpoints.kubeletEndpoint.Port
 };
 
 // The Node object to create: labels, the volumes annotation, and a full status.

@@ -6,8 +6,9 @@ namespace fulcrum::local_node {
 namespace {
 
 NodeSpec T4() {
-  auto nodes = ParseInventory("nodes: [{namePrefix: t4, count: 1, gpu: {product: Tesla-T4, memoryMiB: 15360, count: 4}}]",
-                              "t.yaml");
+  auto nodes = ParseInventory(
+      "nodes: [{namePrefix: t4, count: 1, gpu: {product: Tesla-T4, memoryMiB: 15360, count: 4}}]",
+      "t.yaml");
   EXPECT_TRUE(nodes.ok());
   return nodes->at(0);
 }
@@ -36,7 +37,8 @@ TEST(NodeObjects, RegistrationCarriesLabelsCapacityAndAReadyStatus) {
 
 TEST(NodeObjects, StatusHeartbeatMovesWhileTheTransitionTimeStays) {
   const auto start = std::chrono::system_clock::from_time_t(1'800'000'000);
-  const nlohmann::json status = NodeStatus(T4(), {"127.0.0.1", 10250}, start + std::chrono::minutes(5), start);
+  const nlohmann::json status =
+      NodeStatus(T4(), {"127.0.0.1", 10250}, start + std::chrono::minutes(5), start);
   const nlohmann::json* ready = ConditionOf(status, "Ready");
   ASSERT_NE(ready, nullptr);
   EXPECT_EQ((*ready)["lastHeartbeatTime"], "2027-01-15T08:05:00Z");

@@ -20,7 +20,9 @@ Status SlowdownFiles::Write(const std::string& node, const std::string& value) c
   }
   // A trainer reading while we write sees the old value or the new one.
   std::filesystem::rename(temporary, path, error);
-  if (error) return MakeError(ErrorCode::kInternal, "cannot replace " + path.string() + ": " + error.message());
+  if (error)
+    return MakeError(ErrorCode::kInternal,
+                     "cannot replace " + path.string() + ": " + error.message());
   return Ok();
 }
 

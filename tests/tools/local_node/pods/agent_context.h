@@ -12,17 +12,17 @@
 #include "operator/kube/api_client.h"
 #include "operator/kube/event_recorder.h"
 #include "tests/tools/local_node/node/slowdown_files.h"
-#include "tests/tools/local_node/podspec/pod_references.h"
 #include "tests/tools/local_node/pods/restart_backoff.h"
+#include "tests/tools/local_node/podspec/pod_references.h"
 
 namespace fulcrum::local_node {
 
 struct AgentContext {
   std::filesystem::path work_dir;
-  std::vector<std::string> shim_command;               // + a state folder
-  std::vector<std::filesystem::path> search_dirs;      // --path
-  std::string path_variable;                           // the agent's PATH
-  std::string host_ip;                                 // every node's InternalIP
+  std::vector<std::string> shim_command;           // + a state folder
+  std::vector<std::filesystem::path> search_dirs;  // --path
+  std::string path_variable;                       // the agent's PATH
+  std::string host_ip;                             // every node's InternalIP
   // Where in-cluster clients find the API server: its loopback address, since
   // service IPs are not routed here (KUBERNETES_SERVICE_HOST/PORT).
   std::string apiserver_host;
@@ -37,7 +37,8 @@ struct AgentContext {
 
   std::filesystem::path PodDir(const std::string& uid) const { return work_dir / "pods" / uid; }
   // kubelet's layout: /var/log/pods/<namespace>_<name>_<uid>/<container>/<restart>.log
-  std::filesystem::path LogDir(const std::string& ns, const std::string& name, const std::string& uid) const {
+  std::filesystem::path LogDir(const std::string& ns, const std::string& name,
+                               const std::string& uid) const {
     return work_dir / "logs" / (ns + "_" + name + "_" + uid);
   }
 };

@@ -15,8 +15,10 @@ class ApiPodReferences final : public PodReferences {
   Result<nlohmann::json> Secret(std::string_view ns, std::string_view name) override;
   Result<nlohmann::json> ConfigMap(std::string_view ns, std::string_view name) override;
   Result<std::string> ServiceAccountToken(std::string_view ns, std::string_view service_account,
-                                          const std::vector<std::string>& audiences, std::int64_t expiration_seconds,
-                                          std::string_view pod_name, std::string_view pod_uid) override;
+                                          const std::vector<std::string>& audiences,
+                                          std::int64_t expiration_seconds,
+                                          std::string_view pod_name,
+                                          std::string_view pod_uid) override;
 
  private:
   std::shared_ptr<kube::ApiClient> client_;

@@ -31,12 +31,14 @@ Result<PodIpPool> PodIpPool::Create(const std::string& cidr) {
   const auto base = ParseAddress(cidr.substr(0, slash));
   int prefix = 0;
   const std::string prefix_text = cidr.substr(slash + 1);
-  const auto [end, error] = std::from_chars(prefix_text.data(), prefix_text.data() + prefix_text.size(), prefix);
+  const auto [end, error] =
+      std::from_chars(prefix_text.data(), prefix_text.data() + prefix_text.size(), prefix);
   if (!base || error != std::errc() || end != prefix_text.data() + prefix_text.size()) {
     return bad("must be an address range like A.B.C.D/N");
   }
   if (prefix < 8 || prefix > 30) return bad("the prefix length must be between 8 and 30");
-  if ((*base >> 24) != 127) return bad("must lie in loopback (127.0.0.0/8): pods here listen on loopback");
+  if ((*base >> 24) != 127)
+    return bad("must lie in loopback (127.0.0.0/8): pods here listen on loopback");
   const std::uint32_t mask = prefix == 0 ? 0 : ~std::uint32_t{0} << (32 - prefix);
   const std::uint32_t first = *base & mask;
   return PodIpPool(first, first | ~mask);

@@ -35,7 +35,8 @@ TEST(PodIpPool, SkipsAddressesEndingInZeroOr255AndRunsOut) {
 }
 
 TEST(PodIpPool, RefusesRangesOutsideLoopbackOrMalformed) {
-  for (const char* bad : {"10.0.0.0/16", "127.0.0.0", "127.0.0.0/31", "127.0.0.0/4", "x/16", "127.0.0.0/abc"}) {
+  for (const char* bad :
+       {"10.0.0.0/16", "127.0.0.0", "127.0.0.0/31", "127.0.0.0/4", "x/16", "127.0.0.0/abc"}) {
     auto pool = PodIpPool::Create(bad);
     ASSERT_FALSE(pool.ok()) << bad;
     EXPECT_EQ(pool.error().field, "--pod-ip-range");

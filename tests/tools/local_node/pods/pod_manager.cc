@@ -34,17 +34,21 @@ void KillLeftovers(const fs::path& pod_dir) {
   }
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   for (auto& process : killed) {
-    while (process->Running() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+    while (process->Running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
   }
 }
 
 }  // namespace
 
-PodManager::PodManager(const AgentContext& context, PodIpPool pool) : context_(context), pool_(std::move(pool)) {
+PodManager::PodManager(const AgentContext& context, PodIpPool pool)
+    : context_(context), pool_(std::move(pool)) {
   reaper_ = std::jthread([this](std::stop_token stop) { ReapFinished(stop); });
 }
 
-PodManager::~PodManager() { Shutdown(); }
+PodManager::~PodManager() {
+  Shutdown();
+}
 
 void PodManager::LoadDiskState() {
   std::error_code error;
@@ -53,14 +57,16 @@ void PodManager::LoadDiskState() {
     std::optional<PodRecord> record;
     if (json.ok() && json->has_value()) record = PodRecord::FromJson(**json);
     if (!record) {
-      log_.Warning("ignoring a pod folder without a readable pod.json", {{"folder", entry.path().string()}});
+      log_.Warning("ignoring a pod folder without a readable pod.json",
+                   {{"folder", entry.path().string()}});
       continue;
     }
     std::lock_guard lock(mutex_);
     if (record->pod_ip != context_.host_ip) pool_.Reserve(record->pod_ip);
     unclaimed_[record->uid] = *record;
   }
-  if (!unclaimed_.empty()) log_.Info("found pods of an earlier agent", {{"pods", unclaimed_.size()}});
+  if (!unclaimed_.empty())
+    log_.Info("found pods of an earlier agent", {{"pods", unclaimed_.size()}});
 }
 
 void PodManager::WatchNode(const std::string& node) {
@@ -68,10 +74,12 @@ void PodManager::WatchNode(const std::string& node) {
   options.reflector.field_selector = "spec.nodeName=" + node;
   // JSON, not protobuf: pod specs are read field by field, and protobuf would add zero values.
   options.reflector.list_encoding = kube::ListEncoding::kJson;
-  auto informer = std::make_unique<kube::Informer>(context_.client, kube::resources::Pods(), options);
+  auto informer =
+      std::make_unique<kube::Informer>(context_.client, kube::resources::Pods(), options);
   informer->AddEventHandler({
       .on_add = [this, node](const kube::CachedObject& pod) { OnPod(pod, node); },
-      .on_update = [this, node](const kube::CachedObject&, const kube::CachedObject& pod) { OnPod(pod, node); },
+      .on_update = [this, node](const kube::CachedObject&,
+                                const kube::CachedObject& pod) { OnPod(pod, node); },
       .on_delete = [this](const kube::CachedObject& pod) { OnPodDeleted(pod); },
   });
   informer->Start();
@@ -88,7 +96,8 @@ bool PodManager::WaitForSync(std::chrono::milliseconds timeout) const {
     for (const auto& [node, informer] : informers_) informers.push_back(informer.get());
   }
   for (const kube::Informer* informer : informers) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (!informer->WaitForSync(std::max(left, 0ms))) return false;
   }
   return true;
@@ -101,8 +110,10 @@ void PodManager::RemoveUnclaimed() {
     gone.swap(unclaimed_);
   }
   for (const auto& [uid, record] : gone) {
-    log_.Info("an earlier agent's pod is gone from the API: killing what is left of it and removing its files",
-              {{"pod", record.ns + "/" + record.name}, {"uid", uid}});
+    log_.Info(
+        "an earlier agent's pod is gone from the API: killing what is left of it and removing its "
+        "files",
+        {{"pod", record.ns + "/" + record.name}, {"uid", uid}});
     KillLeftovers(context_.PodDir(uid));
     std::error_code error;
     fs::remove_all(context_.PodDir(uid), error);
@@ -126,7 +137,8 @@ void PodManager::OnPod(const kube::CachedObject& object, const std::string& node
     PodRecord record = adopted->second;
     unclaimed_.erase(adopted);
     log_.Info("adopting pod", {{"pod", record.ns + "/" + record.name}, {"podIP", record.pod_ip}});
-    workers_[uid] = std::make_unique<PodWorker>(context_, std::move(record), std::move(pod), /*adopt=*/true);
+    workers_[uid] =
+        std::make_unique<PodWorker>(context_, std::move(record), std::move(pod), /*adopt=*/true);
     return;
   }
   // A pod that already ended (and whose files are gone) has nothing left to run.
@@ -138,15 +150,18 @@ void PodManager::OnPod(const kube::CachedObject& object, const std::string& node
   } else if (auto address = pool_.Allocate()) {
     record.pod_ip = *address;
   } else {
-    log_.Error("no free pod address: the --pod-ip-range is used up", {{"pod", record.ns + "/" + record.name}});
+    log_.Error("no free pod address: the --pod-ip-range is used up",
+               {{"pod", record.ns + "/" + record.name}});
     return;
   }
-  workers_[uid] = std::make_unique<PodWorker>(context_, std::move(record), std::move(pod), /*adopt=*/false);
+  workers_[uid] =
+      std::make_unique<PodWorker>(context_, std::move(record), std::move(pod), /*adopt=*/false);
 }
 
 void PodManager::OnPodDeleted(const kube::CachedObject& object) {
   std::lock_guard lock(mutex_);
-  if (const auto worker = workers_.find(object.uid()); worker != workers_.end()) worker->second->Deleted();
+  if (const auto worker = workers_.find(object.uid()); worker != workers_.end())
+    worker->second->Deleted();
 }
 
 void PodManager::NodeDeleted(const std::string& node) {
@@ -170,8 +185,9 @@ void PodManager::Shutdown() {
     std::lock_guard lock(mutex_);
     workers.swap(workers_);
   }
-  for (auto& [uid, worker] : workers) worker->Shutdown();  // all at once: their grace periods overlap
-  workers.clear();                                          // joins each
+  for (auto& [uid, worker] : workers)
+    worker->Shutdown();  // all at once: their grace periods overlap
+  workers.clear();       // joins each
   reaper_.request_stop();
 }
 
@@ -185,7 +201,8 @@ void PodManager::ReapFinished(std::stop_token stop) {
           ++it;
           continue;
         }
-        if (it->second->record().pod_ip != context_.host_ip) pool_.Release(it->second->record().pod_ip);
+        if (it->second->record().pod_ip != context_.host_ip)
+          pool_.Release(it->second->record().pod_ip);
         finished.push_back(std::move(it->second));
         it = workers_.erase(it);
       }
@@ -198,10 +215,11 @@ Result<LogLocation> PodManager::Find(const LogRequest& request) const {
   std::lock_guard lock(mutex_);
   for (const auto& [uid, worker] : workers_) {
     const PodRecord& record = worker->record();
-    if (record.ns == request.ns && record.name == request.pod) return worker->FindLog(request.container, request.previous);
+    if (record.ns == request.ns && record.name == request.pod)
+      return worker->FindLog(request.container, request.previous);
   }
-  return MakeError(ErrorCode::kNotFound,
-                   "pod \"" + request.ns + "/" + request.pod + "\" is not running on this agent's nodes");
+  return MakeError(ErrorCode::kNotFound, "pod \"" + request.ns + "/" + request.pod +
+                                             "\" is not running on this agent's nodes");
 }
 
 }  // namespace fulcrum::local_node

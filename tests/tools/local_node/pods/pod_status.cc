@@ -28,7 +28,8 @@ nlohmann::json ContainerStatusJson(const ContainerView& container) {
       state["running"] = {{"startedAt", container.started_at}};
       break;
     case ContainerView::State::kTerminated:
-      state["terminated"] = TerminatedJson(container.terminated.value_or(ContainerExit{}), container.container_id);
+      state["terminated"] =
+          TerminatedJson(container.terminated.value_or(ContainerExit{}), container.container_id);
       break;
   }
   nlohmann::json status = {
@@ -48,7 +49,8 @@ nlohmann::json ContainerStatusJson(const ContainerView& container) {
   return status;
 }
 
-std::string PreviousTransition(const nlohmann::json& previous, const std::string& type, const std::string& status) {
+std::string PreviousTransition(const nlohmann::json& previous, const std::string& type,
+                               const std::string& status) {
   for (const auto& condition : ArrayMember(previous, "conditions")) {
     if (StringMember(condition, "type") == type && StringMember(condition, "status") == status) {
       return StringMember(condition, "lastTransitionTime");
@@ -94,7 +96,8 @@ std::string PodPhase(const PodView& pod) {
   return "Pending";
 }
 
-nlohmann::json BuildPodStatus(const PodView& pod, const nlohmann::json& previous, const std::string& now) {
+nlohmann::json BuildPodStatus(const PodView& pod, const nlohmann::json& previous,
+                              const std::string& now) {
   std::string phase = PodPhase(pod);
   const std::string previous_phase = StringMember(previous, "phase");
   if (previous_phase == "Succeeded" || previous_phase == "Failed") phase = previous_phase;
@@ -114,7 +117,9 @@ nlohmann::json BuildPodStatus(const PodView& pod, const nlohmann::json& previous
     const std::string status = is_true ? "True" : "False";
     std::string transition = PreviousTransition(previous, type, status);
     if (transition.empty()) transition = now;
-    nlohmann::json json = {{"type", type}, {"status", status}, {"lastProbeTime", nullptr},
+    nlohmann::json json = {{"type", type},
+                           {"status", status},
+                           {"lastProbeTime", nullptr},
                            {"lastTransitionTime", transition}};
     if (!reason.empty()) json["reason"] = reason;
     if (!message.empty()) json["message"] = message;
@@ -130,12 +135,14 @@ nlohmann::json BuildPodStatus(const PodView& pod, const nlohmann::json& previous
   }
   nlohmann::json conditions = nlohmann::json::array({
       condition("PodReadyToStartContainers", pod.sandbox_ready && !terminal, "", ""),
-      condition("Initialized", true, terminal ? (phase == "Succeeded" ? "PodCompleted" : "") : "", ""),
+      condition("Initialized", true, terminal ? (phase == "Succeeded" ? "PodCompleted" : "") : "",
+                ""),
       condition("Ready", all_ready, ready_reason, ready_message),
       condition("ContainersReady", all_ready, ready_reason, ready_message),
   });
 
-  nlohmann::json status = {{"phase", phase}, {"conditions", conditions}, {"containerStatuses", container_statuses}};
+  nlohmann::json status = {
+      {"phase", phase}, {"conditions", conditions}, {"containerStatuses", container_statuses}};
   if (!pod.host_ip.empty()) {
     status["hostIP"] = pod.host_ip;
     status["hostIPs"] = {{{"ip", pod.host_ip}}};

@@ -19,8 +19,8 @@ struct ContainerView {
   State state = State::kWaiting;
   std::string waiting_reason = "ContainerCreating";  // kWaiting
   std::string waiting_message;
-  std::string started_at;                       // kRunning
-  std::optional<ContainerExit> terminated;      // kTerminated
+  std::string started_at;                   // kRunning
+  std::optional<ContainerExit> terminated;  // kTerminated
   std::optional<ContainerExit> last_termination;
   int restart_count = 0;
   bool ready = false;
@@ -33,7 +33,8 @@ struct PodView {
   std::string pod_ip;
   std::string host_ip;
   bool sandbox_ready = false;  // volumes and address in place (PodReadyToStartContainers)
-  bool terminal = false;       // the pod is being stopped for good (deleted, node lost): no restarts follow
+  bool terminal =
+      false;  // the pod is being stopped for good (deleted, node lost): no restarts follow
   // A pod the agent cannot run at all (an unsupported volume): phase Failed with these.
   std::string failure_reason;
   std::string failure_message;
@@ -46,6 +47,7 @@ std::string PodPhase(const PodView& pod);
 // their lastTransitionTime unless their status flips; startTime is set once);
 // `now` is an RFC 3339 time. A pod whose previous phase is Succeeded or Failed
 // keeps that phase: a pod never leaves a terminal phase.
-nlohmann::json BuildPodStatus(const PodView& pod, const nlohmann::json& previous, const std::string& now);
+nlohmann::json BuildPodStatus(const PodView& pod, const nlohmann::json& previous,
+                              const std::string& now);
 
 }  // namespace fulcrum::local_node

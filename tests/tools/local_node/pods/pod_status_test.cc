@@ -85,13 +85,15 @@ TEST(PodStatus, ReportsAddressesContainerStatesAndReadiness) {
   PodView pod = Pod("Always", {Running("trainer", /*ready=*/false)});
   pod.pod_ip = "127.77.0.2";
   pod.host_ip = "127.0.0.1";
-  const nlohmann::json status = BuildPodStatus(pod, nlohmann::json::object(), "2026-11-22T10:00:01Z");
+  const nlohmann::json status =
+      BuildPodStatus(pod, nlohmann::json::object(), "2026-11-22T10:00:01Z");
   EXPECT_EQ(status["phase"], "Running");
   EXPECT_EQ(status["podIP"], "127.77.0.2");
   EXPECT_EQ(status["podIPs"][0]["ip"], "127.77.0.2");
   EXPECT_EQ(status["hostIP"], "127.0.0.1");
   EXPECT_EQ(status["startTime"], "2026-11-22T10:00:01Z");
-  EXPECT_EQ(status["containerStatuses"][0]["state"]["running"]["startedAt"], "2026-11-22T10:00:00Z");
+  EXPECT_EQ(status["containerStatuses"][0]["state"]["running"]["startedAt"],
+            "2026-11-22T10:00:00Z");
   EXPECT_EQ(status["containerStatuses"][0]["ready"], false);
   EXPECT_EQ(Condition(status, "Ready")["status"], "False");
   EXPECT_EQ(Condition(status, "Ready")["reason"], "ContainersNotReady");
@@ -117,7 +119,8 @@ TEST(PodStatus, ATerminatedContainerCarriesExitCodeReasonAndTimes) {
 TEST(PodStatus, ARestartingContainerShowsItsLastTerminationAndRestartCount) {
   ContainerView view = WaitingToRestart("job");
   view.restart_count = 2;
-  const nlohmann::json status = BuildPodStatus(Pod("OnFailure", {view}), {}, "2026-11-22T10:00:06Z");
+  const nlohmann::json status =
+      BuildPodStatus(Pod("OnFailure", {view}), {}, "2026-11-22T10:00:06Z");
   const nlohmann::json& container = status["containerStatuses"][0];
   EXPECT_EQ(container["restartCount"], 2);
   EXPECT_EQ(container["state"]["waiting"]["reason"], "CrashLoopBackOff");
@@ -137,7 +140,8 @@ TEST(PodStatus, ConditionsKeepTheirTransitionTimeUntilTheyFlip) {
 
 TEST(PodStatus, APodNeverLeavesATerminalPhase) {
   const nlohmann::json previous = {{"phase", "Succeeded"}};
-  const nlohmann::json status = BuildPodStatus(Pod("Always", {Running("a")}), previous, "2026-11-22T10:00:00Z");
+  const nlohmann::json status =
+      BuildPodStatus(Pod("Always", {Running("a")}), previous, "2026-11-22T10:00:00Z");
   EXPECT_EQ(status["phase"], "Succeeded");
 }
 

@@ -23,14 +23,17 @@ using namespace std::chrono_literals;
 
 // Volumes are rewritten this often, so secret and configMap volumes follow their objects.
 constexpr auto kVolumeRefresh = 60s;
-// A start that failed for want of something in the API (a Secret, a ConfigMap) is retried this often.
+// A start that failed for want of something in the API (a Secret, a ConfigMap) is retried this
+// often.
 constexpr auto kConfigRetry = 5s;
 // A status write the API refused is tried again after this.
 constexpr auto kStatusRetry = 2s;
 // A pod deleted outright (grace 0, or gone while the agent was down) gets this long after SIGTERM.
 constexpr auto kDeletedGrace = 2s;
 
-std::string Now() { return kube::FormatTime(std::chrono::system_clock::now()); }
+std::string Now() {
+  return kube::FormatTime(std::chrono::system_clock::now());
+}
 
 std::string RestartPolicyOf(const nlohmann::json& pod) {
   const std::string policy = StringMember(ObjectMember(pod, "spec"), "restartPolicy");
@@ -45,8 +48,10 @@ bool HasDeletionTimestamp(const nlohmann::json& pod) {
 std::chrono::seconds DeletionGrace(const nlohmann::json& pod) {
   const auto& metadata = kube::MetadataOf(pod);
   const auto found = metadata.find("deletionGracePeriodSeconds");
-  if (found != metadata.end() && found->is_number_integer()) return std::chrono::seconds(std::max(0, found->get<int>()));
-  return std::chrono::seconds(IntegerMember(ObjectMember(pod, "spec"), "terminationGracePeriodSeconds").value_or(30));
+  if (found != metadata.end() && found->is_number_integer())
+    return std::chrono::seconds(std::max(0, found->get<int>()));
+  return std::chrono::seconds(
+      IntegerMember(ObjectMember(pod, "spec"), "terminationGracePeriodSeconds").value_or(30));
 }
 
 std::string PhaseOf(const nlohmann::json& pod) {
@@ -58,7 +63,8 @@ std::vector<int> Attempts(const fs::path& container_dir) {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(container_dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (!name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) attempts.push_back(std::stoi(name));
+    if (!name.empty() && std::all_of(name.begin(), name.end(), ::isdigit))
+      attempts.push_back(std::stoi(name));
   }
   std::sort(attempts.begin(), attempts.end());
   return attempts;
@@ -134,6 +140,11 @@ PodWorker::~PodWorker() {
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
+nlohmann::json PodWorker::CurrentPod() const {
+  std::lock_guard lock(inputs_mutex_);
+  return pod_;
+}
+
 void PodWorker::Wake() {
   const std::uint64_t one = 1;
   [[maybe_unused]] const ssize_t written = ::write(wake_fd_, &one, sizeof one);
@@ -143,7 +154,6 @@ void PodWorker::Update(nlohmann::json pod) {
   {
     std::lock_guard lock(inputs_mutex_);
     pod_ = std::move(pod);
-    pod_changed_ = true;
   }
   Wake();
 }
@@ -177,7 +187,8 @@ void PodWorker::Run(std::stop_token stop) {
   fs::create_directories(pod_dir_, error);
   if (adopt_) {
     Adopt();
-  } else if (Status written = WriteJsonFile(pod_dir_ / "pod.json", record_.ToJson()); !written.ok()) {
+  } else if (Status written = WriteJsonFile(pod_dir_ / "pod.json", record_.ToJson());
+             !written.ok()) {
     log_.Error("cannot record the pod on disk", {{"error", written.error().ToString()}});
   }
   while (!stop.stop_requested() && !finished_) {
@@ -194,9 +205,11 @@ void PodWorker::Run(std::stop_token stop) {
         exit_unnoticed = true;
       }
     }
-    const auto timeout = exit_unnoticed ? std::chrono::milliseconds(0)
-                                        : std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
-    ::poll(waits.data(), waits.size(), static_cast<int>(std::clamp<long long>(timeout.count(), 0, 60'000)));
+    const auto timeout =
+        exit_unnoticed ? std::chrono::milliseconds(0)
+                       : std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
+    ::poll(waits.data(), waits.size(),
+           static_cast<int>(std::clamp<long long>(timeout.count(), 0, 60'000)));
     std::uint64_t drained;
     [[maybe_unused]] const ssize_t read = ::read(wake_fd_, &drained, sizeof drained);
   }
@@ -234,25 +247,23 @@ void PodWorker::NoticeExits() {
 }
 
 PodWorker::Clock::time_point PodWorker::SyncStopping(Mode mode, Clock::time_point now) {
-  nlohmann::json pod;
-  {
-    std::lock_guard lock(inputs_mutex_);
-    pod = pod_;
-  }
+  const nlohmann::json pod = CurrentPod();
   bool any_running = false;
   for (const auto& container : containers_) any_running = any_running || container->running();
   if (any_running) {
     if (!stop_signalled_) {
       std::chrono::seconds grace = DeletionGrace(pod);
-      if (mode == Mode::kDeleted) grace = std::min<std::chrono::seconds>(grace, std::chrono::duration_cast<std::chrono::seconds>(kDeletedGrace));
+      if (mode == Mode::kDeleted) grace = std::min<std::chrono::seconds>(grace, kDeletedGrace);
       if (mode == Mode::kShutdown) grace = std::min(grace, context_.shutdown_grace);
       if (mode == Mode::kNodeLost) grace = 0s;
       kill_at_ = now + grace;
       stop_signalled_ = true;
       for (auto& container : containers_) {
         if (!container->running()) continue;
-        log_.Info("stopping container", {{"container", container->name}, {"gracePeriodSeconds", grace.count()}});
-        if (mode == Mode::kTerminating) RecordEvent(false, "Killing", "Stopping container " + container->name);
+        log_.Info("stopping container",
+                  {{"container", container->name}, {"gracePeriodSeconds", grace.count()}});
+        if (mode == Mode::kTerminating)
+          RecordEvent(false, "Killing", "Stopping container " + container->name);
         container->process->Signal(grace.count() > 0 ? SIGTERM : SIGKILL);
       }
     }
@@ -272,10 +283,12 @@ PodWorker::Clock::time_point PodWorker::SyncStopping(Mode mode, Clock::time_poin
         kube::DeleteOptions options;
         options.grace_period_seconds = 0;
         options.precondition_uid = record_.uid;
-        const Status deleted = context_.client->Delete(kube::resources::Pods(), record_.ns, record_.name, options);
+        const Status deleted =
+            context_.client->Delete(kube::resources::Pods(), record_.ns, record_.name, options);
         if (!deleted.ok() && deleted.error().code != ErrorCode::kNotFound &&
             deleted.error().code != ErrorCode::kConflict) {
-          log_.Warning("cannot delete the stopped pod; will retry", {{"error", deleted.error().ToString()}});
+          log_.Warning("cannot delete the stopped pod; will retry",
+                       {{"error", deleted.error().ToString()}});
           return now + kStatusRetry;
         }
         delete_sent_ = true;
@@ -300,17 +313,15 @@ PodWorker::Clock::time_point PodWorker::SyncStopping(Mode mode, Clock::time_poin
 }
 
 PodWorker::Clock::time_point PodWorker::SyncRunning(Clock::time_point now) {
-  nlohmann::json pod;
-  {
-    std::lock_guard lock(inputs_mutex_);
-    pod = pod_;
-  }
+  const nlohmann::json pod = CurrentPod();
   const std::string api_phase = PhaseOf(pod);
   bool anything_started = false;
-  for (const auto& container : containers_) anything_started = anything_started || container->attempt >= 0;
+  for (const auto& container : containers_)
+    anything_started = anything_started || container->attempt >= 0;
   // A pod never leaves Succeeded or Failed; one that is already there (the agent's files
   // are gone, say) is not started again.
-  if (terminal_written_ || ((api_phase == "Succeeded" || api_phase == "Failed") && !anything_started)) {
+  if (terminal_written_ ||
+      ((api_phase == "Succeeded" || api_phase == "Failed") && !anything_started)) {
     return now + 60s;
   }
   Clock::time_point next = now + kVolumeRefresh;
@@ -327,7 +338,8 @@ PodWorker::Clock::time_point PodWorker::SyncRunning(Clock::time_point now) {
       }
       if (container->done) continue;
       if (container->last_exit) {
-        const bool restart = policy == "Always" || (policy == "OnFailure" && container->last_exit->exit_code != 0);
+        const bool restart =
+            policy == "Always" || (policy == "OnFailure" && container->last_exit->exit_code != 0);
         if (!restart) {
           container->done = true;
           continue;
@@ -351,19 +363,17 @@ PodWorker::Clock::time_point PodWorker::SyncRunning(Clock::time_point now) {
 }
 
 bool PodWorker::PrepareSandbox(Clock::time_point now) {
-  nlohmann::json pod;
-  {
-    std::lock_guard lock(inputs_mutex_);
-    pod = pod_;
-  }
+  const nlohmann::json pod = CurrentPod();
   if (!ArrayMember(ObjectMember(pod, "spec"), "initContainers").empty()) {
     failure_reason_ = "InitContainersNotSupported";
-    failure_message_ = "spec.initContainers: init containers are not supported by fulcrum-local-node; "
-                       "run the setup in the main container's command";
+    failure_message_ =
+        "spec.initContainers: init containers are not supported by fulcrum-local-node; "
+        "run the setup in the main container's command";
     RecordEvent(true, "FailedCreatePodSandBox", failure_message_);
     return false;
   }
-  auto volumes = PrepareVolumes(pod, PodRuntimeFacts{record_.pod_ip, context_.host_ip}, *context_.references, pod_dir_);
+  auto volumes = PrepareVolumes(pod, PodRuntimeFacts{record_.pod_ip, context_.host_ip},
+                                *context_.references, pod_dir_);
   if (!volumes.ok()) {
     const Error& error = volumes.error();
     if (error.code == ErrorCode::kInvalidArgument) {
@@ -413,7 +423,8 @@ void PodWorker::RecordStartFailure(Container& container, int attempt, const std:
   const fs::path state_dir = pod_dir_ / "containers" / container.name / std::to_string(attempt);
   std::error_code error;
   fs::create_directories(state_dir, error);
-  [[maybe_unused]] const Status written = WriteJsonFile(state_dir / state_file::kExit, ToJson(exit));
+  [[maybe_unused]] const Status written =
+      WriteJsonFile(state_dir / state_file::kExit, ToJson(exit));
   container.previous_exit = container.last_exit;
   container.last_exit = exit;
   container.attempt = attempt;
@@ -426,18 +437,15 @@ void PodWorker::RecordStartFailure(Container& container, int attempt, const std:
 }
 
 void PodWorker::StartContainer(Container& container, Clock::time_point now) {
-  nlohmann::json pod;
-  {
-    std::lock_guard lock(inputs_mutex_);
-    pod = pod_;
-  }
+  const nlohmann::json pod = CurrentPod();
   const std::string field = "spec.containers[" + std::to_string(container.index) + "]";
   std::vector<EnvVar> base;
   for (const std::string& entry : BaseEnvironment()) {
     const auto eq = entry.find('=');
     base.push_back({entry.substr(0, eq), entry.substr(eq + 1)});
   }
-  auto env = BuildContainerEnvironment(pod, container.spec, field, PodRuntimeFacts{record_.pod_ip, context_.host_ip},
+  auto env = BuildContainerEnvironment(pod, container.spec, field,
+                                       PodRuntimeFacts{record_.pod_ip, context_.host_ip},
                                        *context_.references, base);
   const auto config_error = [&](const std::string& message) {
     container.waiting_reason = "CreateContainerConfigError";
@@ -445,7 +453,8 @@ void PodWorker::StartContainer(Container& container, Clock::time_point now) {
     container.start_at = now + kConfigRetry;
     container.restart_scheduled = true;  // a retry of the same start, not a restart
     PublishLogs(container);
-    log_.Warning("container config error; will retry", {{"container", container.name}, {"message", message}});
+    log_.Warning("container config error; will retry",
+                 {{"container", container.name}, {"message", message}});
     RecordEvent(true, "Failed", "Error: " + message);
   };
   if (!env.ok()) return config_error(env.error().message);
@@ -490,7 +499,8 @@ void PodWorker::StartContainer(Container& container, Clock::time_point now) {
   if (!container.process->Running() && container.process->exit()->reason == "StartError") {
     container.last_exit = container.process->exit();
     PublishLogs(container);
-    log_.Error("container could not start", {{"container", container.name}, {"message", container.last_exit->message}});
+    log_.Error("container could not start",
+               {{"container", container.name}, {"message", container.last_exit->message}});
     RecordEvent(true, "Failed", "Error: " + container.last_exit->message);
     return;
   }
@@ -501,7 +511,8 @@ void PodWorker::StartContainer(Container& container, Clock::time_point now) {
   }
   container.ready = !container.readiness.has_value();
   PublishLogs(container);
-  // Only the latest two starts are kept (current and previous): a crash loop must not fill the disk.
+  // Only the latest two starts are kept (current and previous): a crash loop must not fill the
+  // disk.
   for (int old : Attempts(pod_dir_ / "containers" / container.name)) {
     if (old >= attempt - 1) continue;
     fs::remove_all(pod_dir_ / "containers" / container.name / std::to_string(old), error);
@@ -516,14 +527,16 @@ void PodWorker::StartContainer(Container& container, Clock::time_point now) {
 }
 
 void PodWorker::ScheduleRestart(Container& container, Clock::time_point now) {
-  const auto ran_for = std::chrono::duration_cast<std::chrono::milliseconds>(now - container.started);
+  const auto ran_for =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - container.started);
   const auto delay = container.backoff.NextDelay(ran_for);
   container.start_at = now + delay;
   container.restart_scheduled = true;
   if (delay.count() > 0) {
     container.waiting_reason = "CrashLoopBackOff";
-    container.waiting_message = "back-off " + std::to_string(delay.count() / 1000) + "s restarting failed container=" +
-                                container.name + " pod=" + record_.name + "_" + record_.ns + "(" + record_.uid + ")";
+    container.waiting_message = "back-off " + std::to_string(delay.count() / 1000) +
+                                "s restarting failed container=" + container.name +
+                                " pod=" + record_.name + "_" + record_.ns + "(" + record_.uid + ")";
     RecordEvent(true, "BackOff", "Back-off restarting failed container " + container.name);
   }
 }
@@ -543,7 +556,8 @@ void PodWorker::ProbeReadiness(Container& container, Clock::time_point now) {
   container.readiness->Record(outcome.success, Clock::now());
   container.ready = container.readiness->ready();
   if (!outcome.success) {
-    log_.Debug("readiness probe failed", {{"container", container.name}, {"message", outcome.message}});
+    log_.Debug("readiness probe failed",
+               {{"container", container.name}, {"message", outcome.message}});
     if (was_ready || container.readiness->ready() == false) {
       RecordEvent(true, "Unhealthy", "Readiness probe failed: " + outcome.message);
     }
@@ -551,11 +565,7 @@ void PodWorker::ProbeReadiness(Container& container, Clock::time_point now) {
 }
 
 PodView PodWorker::View(bool terminal) const {
-  nlohmann::json pod;
-  {
-    std::lock_guard lock(inputs_mutex_);
-    pod = pod_;
-  }
+  const nlohmann::json pod = CurrentPod();
   PodView view;
   view.restart_policy = RestartPolicyOf(pod);
   view.pod_ip = record_.pod_ip;
@@ -624,10 +634,12 @@ bool PodWorker::WriteStatus(bool terminal) {
     return true;
   }
   const nlohmann::json patch = {{"metadata", {{"uid", record_.uid}}}, {"status", status}};
-  auto written = context_.client->Patch(kube::resources::Pods(), record_.ns, record_.name,
-                                        kube::PatchType::kStrategicMerge, patch, kube::StatusPatchOptions());
+  auto written =
+      context_.client->Patch(kube::resources::Pods(), record_.ns, record_.name,
+                             kube::PatchType::kStrategicMerge, patch, kube::StatusPatchOptions());
   if (!written.ok()) {
-    if (written.error().code == ErrorCode::kNotFound) return true;  // gone: the DELETED event follows
+    if (written.error().code == ErrorCode::kNotFound)
+      return true;  // gone: the DELETED event follows
     log_.Warning("cannot write pod status; will retry", {{"error", written.error().ToString()}});
     return false;
   }
@@ -655,11 +667,13 @@ void PodWorker::Adopt() {
     container->started = Clock::now();
     if (container->process->Running()) {
       container->writing->store(true);
-      if (container->spec.contains("readinessProbe") && container->spec["readinessProbe"].is_object()) {
+      if (container->spec.contains("readinessProbe") &&
+          container->spec["readinessProbe"].is_object()) {
         container->readiness.emplace(container->spec["readinessProbe"], Clock::now());
       }
       container->ready = !container->readiness.has_value();
-      if (auto spec = ReadJsonFile(dir / std::to_string(latest) / state_file::kSpec); spec.ok() && spec->has_value()) {
+      if (auto spec = ReadJsonFile(dir / std::to_string(latest) / state_file::kSpec);
+          spec.ok() && spec->has_value()) {
         if (auto parsed = ContainerSpecFromJson(**spec); parsed.ok()) {
           container->env = parsed->env;
           container->working_dir = parsed->working_dir;
@@ -670,7 +684,8 @@ void PodWorker::Adopt() {
     }
     if (latest > 0) {
       auto previous = ReadJsonFile(dir / std::to_string(latest - 1) / state_file::kExit);
-      if (previous.ok() && previous->has_value()) container->previous_exit = ContainerExitFromJson(**previous);
+      if (previous.ok() && previous->has_value())
+        container->previous_exit = ContainerExitFromJson(**previous);
     }
     PublishLogs(*container);
     log_.Info("adopted container", {{"container", container->name},
@@ -700,35 +715,36 @@ Result<LogLocation> PodWorker::FindLog(const std::string& container, bool previo
   std::lock_guard lock(logs_mutex_);
   const auto found = logs_.find(container);
   if (found == logs_.end()) {
-    return MakeError(ErrorCode::kNotFound, "container \"" + container + "\" not found in pod \"" + record_.name + "\"");
+    return MakeError(ErrorCode::kNotFound,
+                     "container \"" + container + "\" not found in pod \"" + record_.name + "\"");
   }
   const LogEntry& entry = found->second;
   const fs::path dir = context_.LogDir(record_.ns, record_.name, record_.uid) / container;
   if (previous) {
     if (entry.attempt < 1) {
-      return MakeError(ErrorCode::kInvalidArgument, "previous terminated container \"" + container + "\" in pod \"" +
-                                                        record_.name + "\" not found");
+      return MakeError(ErrorCode::kInvalidArgument, "previous terminated container \"" + container +
+                                                        "\" in pod \"" + record_.name +
+                                                        "\" not found");
     }
     return LogLocation{dir / (std::to_string(entry.attempt - 1) + ".log"), [] { return false; }};
   }
   if (entry.attempt < 0) {
-    return MakeError(ErrorCode::kInvalidArgument, "container \"" + container + "\" in pod \"" + record_.name +
-                                                      "\" is waiting to start: " + entry.waiting_reason);
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "container \"" + container + "\" in pod \"" + record_.name +
+                         "\" is waiting to start: " + entry.waiting_reason);
   }
   auto writing = entry.writing;
-  return LogLocation{dir / (std::to_string(entry.attempt) + ".log"), [writing] { return writing->load(); }};
+  return LogLocation{dir / (std::to_string(entry.attempt) + ".log"),
+                     [writing] { return writing->load(); }};
 }
 
 void PodWorker::RecordEvent(bool warning, const std::string& reason, const std::string& note) {
   if (!context_.events) return;
-  nlohmann::json pod;
-  {
-    std::lock_guard lock(inputs_mutex_);
-    pod = pod_;
-  }
+  nlohmann::json pod = CurrentPod();
   pod["kind"] = "Pod";
   pod["apiVersion"] = "v1";
-  context_.events->Record(pod, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason, reason, note);
+  context_.events->Record(pod, warning ? kube::EventType::kWarning : kube::EventType::kNormal,
+                          reason, reason, note);
 }
 
 }  // namespace fulcrum::local_node

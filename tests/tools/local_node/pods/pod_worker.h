@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,8 +52,8 @@ class PodWorker {
 
   void Update(nlohmann::json pod);  // a newer version of the pod object
   void Deleted();                   // the object is gone: stop at once, remove its files, finish
-  void NodeLost();                  // the node was deleted: kill now, report, wait for the object to go
-  void Shutdown();                  // the agent stops: stop containers (bounded), report, keep files
+  void NodeLost();  // the node was deleted: kill now, report, wait for the object to go
+  void Shutdown();  // the agent stops: stop containers (bounded), report, keep files
   bool Finished() const { return finished_.load(); }
   const PodRecord& record() const { return record_; }
 
@@ -83,6 +82,7 @@ class PodWorker {
   void Adopt();
   void RemoveFiles();
   void Wake();
+  nlohmann::json CurrentPod() const;  // a copy of the latest object
   void PublishLogs(const Container& container);
   void RecordEvent(bool warning, const std::string& reason, const std::string& note);
 
@@ -93,11 +93,9 @@ class PodWorker {
 
   // Inputs from other threads.
   mutable std::mutex inputs_mutex_;
-  std::condition_variable inputs_changed_;
-  nlohmann::json pod_;        // the latest object
-  bool pod_changed_ = false;
+  nlohmann::json pod_;  // the latest object
   Mode requested_ = Mode::kRunning;
-  int wake_fd_ = -1;          // an eventfd: the sync loop polls it beside the shims' pidfds
+  int wake_fd_ = -1;  // an eventfd: the sync loop polls it beside the shims' pidfds
 
   // The sync thread's own state.
   std::vector<std::unique_ptr<Container>> containers_;

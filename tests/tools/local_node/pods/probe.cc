@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include "tests/tools/local_node/runtime/pidfd.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 
 #include "tests/tools/local_node/podspec/json_fields.h"
 #include "tests/tools/local_node/runtime/command_lookup.h"
+#include "tests/tools/local_node/runtime/pidfd.h"
 
 namespace fulcrum::local_node {
 namespace {
@@ -29,7 +29,9 @@ using asio::ip::tcp;
 
 int IntField(const nlohmann::json& json, const char* key, int fallback) {
   const auto found = json.find(key);
-  return found != json.end() && found->is_number_integer() && found->get<int>() > 0 ? found->get<int>() : fallback;
+  return found != json.end() && found->is_number_integer() && found->get<int>() > 0
+             ? found->get<int>()
+             : fallback;
 }
 
 std::chrono::seconds TimeoutOf(const nlohmann::json& probe) {
@@ -42,12 +44,14 @@ int ResolvePort(const nlohmann::json& port, const nlohmann::json& container) {
   if (!port.is_string()) return -1;
   const std::string name = port.get<std::string>();
   for (const auto& declared : ArrayMember(container, "ports")) {
-    if (StringMember(declared, "name") == name) return static_cast<int>(IntegerMember(declared, "containerPort").value_or(-1));
+    if (StringMember(declared, "name") == name)
+      return static_cast<int>(IntegerMember(declared, "containerPort").value_or(-1));
   }
   return std::atoi(name.c_str()) > 0 ? std::atoi(name.c_str()) : -1;
 }
 
-ProbeOutcome ExecProbe(const nlohmann::json& exec, std::chrono::seconds timeout, const ProbeContext& context) {
+ProbeOutcome ExecProbe(const nlohmann::json& exec, std::chrono::seconds timeout,
+                       const ProbeContext& context) {
   std::vector<std::string> argv;
   for (const auto& arg : ArrayMember(exec, "command")) {
     if (arg.is_string()) argv.push_back(arg.get<std::string>());
@@ -64,7 +68,8 @@ ProbeOutcome ExecProbe(const nlohmann::json& exec, std::chrono::seconds timeout,
   env_pointers.push_back(nullptr);
   const std::string ns_path = "/proc/" + std::to_string(context.shim_pid) + "/ns/mnt";
   const int ns_fd = ::open(ns_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (ns_fd < 0) return {false, "the container is gone (" + ns_path + ": " + std::strerror(errno) + ")"};
+  if (ns_fd < 0)
+    return {false, "the container is gone (" + ns_path + ": " + std::strerror(errno) + ")"};
   const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   const std::string working_dir = context.working_dir;
 
@@ -86,24 +91,29 @@ ProbeOutcome ExecProbe(const nlohmann::json& exec, std::chrono::seconds timeout,
   if (child < 0) return {false, std::string("fork: ") + std::strerror(errno)};
   const int pidfd = PidfdOpen(child);
   pollfd done{pidfd, POLLIN, 0};
-  const bool finished = pidfd >= 0 && ::poll(&done, 1, static_cast<int>(timeout.count() * 1000)) == 1;
+  const bool finished =
+      pidfd >= 0 && ::poll(&done, 1, static_cast<int>(timeout.count() * 1000)) == 1;
   if (!finished) ::kill(child, SIGKILL);
   int status = 0;
   ::waitpid(child, &status, 0);
   if (pidfd >= 0) ::close(pidfd);
   if (!finished) return {false, "command timed out after " + std::to_string(timeout.count()) + "s"};
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {true, ""};
-  return {false, "command exited with " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status))};
+  return {false,
+          "command exited with " +
+              std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status))};
 }
 
 ProbeOutcome NetworkProbe(const nlohmann::json& action, bool http_get, std::chrono::seconds timeout,
                           const ProbeContext& context) {
   const nlohmann::json* port_field = Member(action, "port");
   const int port = port_field != nullptr ? ResolvePort(*port_field, context.container) : -1;
-  if (port <= 0 || port > 65535) return {false, "probe port is not a port number or a named container port"};
+  if (port <= 0 || port > 65535)
+    return {false, "probe port is not a port number or a named container port"};
   std::string host = StringMember(action, "host");
   if (host.empty()) host = context.pod_ip;
-  if (http_get && !StringMember(action, "scheme").empty() && StringMember(action, "scheme") != "HTTP") {
+  if (http_get && !StringMember(action, "scheme").empty() &&
+      StringMember(action, "scheme") != "HTTP") {
     return {false, "httpGet probes with scheme HTTPS are not supported by fulcrum-local-node"};
   }
   asio::io_context io;
@@ -113,7 +123,8 @@ ProbeOutcome NetworkProbe(const nlohmann::json& action, bool http_get, std::chro
   http::response<http::string_body> response;
   beast::flat_buffer buffer;
   boost::system::error_code parse_error;
-  const tcp::endpoint endpoint(asio::ip::make_address(host, parse_error), static_cast<unsigned short>(port));
+  const tcp::endpoint endpoint(asio::ip::make_address(host, parse_error),
+                               static_cast<unsigned short>(port));
   if (parse_error) return {false, "probe host '" + host + "' is not an IP address"};
   stream.async_connect(endpoint, [&](beast::error_code error) {
     if (error) {
@@ -142,7 +153,8 @@ ProbeOutcome NetworkProbe(const nlohmann::json& action, bool http_get, std::chro
           return;
         }
         const unsigned code = response.result_int();
-        outcome = {code >= 200 && code < 400, "HTTP probe failed with statuscode: " + std::to_string(code)};
+        outcome = {code >= 200 && code < 400,
+                   "HTTP probe failed with statuscode: " + std::to_string(code)};
       });
     });
   });
@@ -160,7 +172,8 @@ ProbeOutcome RunProbe(const nlohmann::json& probe, const ProbeContext& context) 
   return {false, "probe has no exec, httpGet or tcpSocket handler (grpc probes are not supported)"};
 }
 
-ReadinessSchedule::ReadinessSchedule(const nlohmann::json& probe, Clock::time_point container_started)
+ReadinessSchedule::ReadinessSchedule(const nlohmann::json& probe,
+                                     Clock::time_point container_started)
     : period_(IntField(probe, "periodSeconds", 10)),
       success_threshold_(IntField(probe, "successThreshold", 1)),
       failure_threshold_(IntField(probe, "failureThreshold", 3)),

@@ -18,10 +18,10 @@ namespace fulcrum::local_node {
 
 struct ProbeContext {
   std::string pod_ip;
-  pid_t shim_pid = -1;            // exec probes enter this process's mount namespace
-  std::vector<std::string> env;   // "NAME=value", for exec probes
+  pid_t shim_pid = -1;           // exec probes enter this process's mount namespace
+  std::vector<std::string> env;  // "NAME=value", for exec probes
   std::string working_dir;
-  nlohmann::json container;       // for named ports
+  nlohmann::json container;  // for named ports
   std::vector<std::filesystem::path> search_dirs;
   std::string path_variable;
 };

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/temporary_directory.h"
 #include "tests/tools/local_node/podspec/fake_pod_references.h"
 
 namespace fulcrum::local_node {
@@ -46,14 +47,6 @@ std::vector<std::string> FilesUnder(const fs::path& directory) {
 
 class VolumesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::path(::testing::TempDir()) / "podspec-volumes-XXXXXX").string();
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
-    pod_dir_ = root_ / "pod";
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
   Json Pod(Json volumes, Json containers = Json::array()) const {
     return Json{{"metadata",
                  {{"name", "trainer-0"},
@@ -72,8 +65,9 @@ class VolumesTest : public ::testing::Test {
   fs::path VolumeDir(const std::string& name) const { return pod_dir_ / "volumes" / name; }
 
   FakePodReferences references_;
-  fs::path root_;
-  fs::path pod_dir_;
+  fulcrum::testing::TemporaryDirectory temp_{"podspec-volumes"};
+  const fs::path root_ = temp_.path();
+  const fs::path pod_dir_ = root_ / "pod";
 };
 
 TEST_F(VolumesTest, SecretVolumeWritesEveryDecodedKeyWithMode0644ByDefault) {
@@ -409,7 +403,6 @@ TEST_F(HostPathTest, RefusesAnUnknownTypeAndARelativePath) {
 class ContainerMountsTest : public VolumesTest {
  protected:
   void SetUp() override {
-    VolumesTest::SetUp();
     references_.AddSecret("jobs", "creds", {{"token", "t"}});
     Result<std::vector<PreparedVolume>> prepared =
         Prepare(Json::array({{{"name", "scratch"}, {"emptyDir", Json::object()}},

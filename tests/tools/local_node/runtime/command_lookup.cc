@@ -23,7 +23,8 @@ std::string ImageEntrypoint(const std::string& image) {
 Result<std::filesystem::path> FindProgram(const std::string& program,
                                           const std::vector<std::filesystem::path>& search_dirs,
                                           const std::string& path_variable) {
-  if (program.empty()) return MakeError(ErrorCode::kNotFound, "the container has no command and no image to run");
+  if (program.empty())
+    return MakeError(ErrorCode::kNotFound, "the container has no command and no image to run");
   if (program.find('/') != std::string::npos) {
     const std::filesystem::path path = std::filesystem::absolute(program);
     if (IsExecutableFile(path)) return path;

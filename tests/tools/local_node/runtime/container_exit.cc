@@ -5,8 +5,9 @@
 namespace fulcrum::local_node {
 
 nlohmann::json ToJson(const ContainerExit& exit) {
-  return {{"exitCode", exit.exit_code}, {"signal", exit.signal},        {"reason", exit.reason},
-          {"message", exit.message},    {"startedAt", exit.started_at}, {"finishedAt", exit.finished_at}};
+  return {{"exitCode", exit.exit_code},   {"signal", exit.signal},
+          {"reason", exit.reason},        {"message", exit.message},
+          {"startedAt", exit.started_at}, {"finishedAt", exit.finished_at}};
 }
 
 ContainerExit ContainerExitFromJson(const nlohmann::json& json) {

@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include "tests/tools/local_node/runtime/pidfd.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <thread>
 
 #include "operator/kube/micro_time.h"
+#include "tests/tools/local_node/runtime/pidfd.h"
 #include "tests/tools/local_node/runtime/state_files.h"
 
 namespace fulcrum::local_node {
@@ -47,20 +47,24 @@ Result<pid_t> SpawnShim(const std::vector<std::string>& shim_command, const fs::
   posix_spawnattr_setsigdefault(&attributes, &all);
   // A session of its own: a signal to the agent's process group (a killed agent) does not reach
   // the shim, so its container lives on for the next agent to adopt.
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   const std::string shim_log = (state_dir / state_file::kShimLog).string();
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&actions, 1, shim_log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                   0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   pid_t pid = -1;
-  const int error = ::posix_spawn(&pid, pointers[0], &actions, &attributes, pointers.data(), environ);
+  const int error =
+      ::posix_spawn(&pid, pointers[0], &actions, &attributes, pointers.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (error != 0) {
-    return MakeError(ErrorCode::kInternal, "cannot start the shim " + argv[0] + ": " + std::strerror(error));
+    return MakeError(ErrorCode::kInternal,
+                     "cannot start the shim " + argv[0] + ": " + std::strerror(error));
   }
   return pid;
 }
@@ -82,9 +86,9 @@ std::optional<unsigned long long> ProcessStartTicks(pid_t pid) {
   return ticks;
 }
 
-Result<std::unique_ptr<ContainerProcess>> ContainerProcess::Launch(const std::vector<std::string>& shim_command,
-                                                                   const fs::path& state_dir,
-                                                                   const ContainerSpec& spec) {
+Result<std::unique_ptr<ContainerProcess>> ContainerProcess::Launch(
+    const std::vector<std::string>& shim_command, const fs::path& state_dir,
+    const ContainerSpec& spec) {
   if (Status written = WriteJsonFile(state_dir / state_file::kSpec, ToJson(spec)); !written.ok()) {
     return written.error();
   }
@@ -94,7 +98,8 @@ Result<std::unique_ptr<ContainerProcess>> ContainerProcess::Launch(const std::ve
   process->shim_pid_ = *pid;
   process->pidfd_ = PidfdOpen(*pid);
   const auto ticks = ProcessStartTicks(*pid);
-  if (Status recorded = WriteJsonFile(state_dir / state_file::kShim, {{"pid", *pid}, {"startTicks", ticks.value_or(0)}});
+  if (Status recorded = WriteJsonFile(state_dir / state_file::kShim,
+                                      {{"pid", *pid}, {"startTicks", ticks.value_or(0)}});
       !recorded.ok()) {
     process->Signal(SIGKILL);
     return recorded.error();
@@ -180,7 +185,8 @@ void ContainerProcess::Finish() {
   ContainerExit unknown;
   unknown.exit_code = 137;
   unknown.reason = "ContainerStatusUnknown";
-  unknown.message = "the container's shim ended without recording how the container ended (it was killed)";
+  unknown.message =
+      "the container's shim ended without recording how the container ended (it was killed)";
   unknown.started_at = started_at_;
   unknown.finished_at = kube::FormatTime(std::chrono::system_clock::now());
   exit_ = unknown;

@@ -24,9 +24,9 @@ class ContainerProcess {
   // `shim_command` + `state_dir` and waits until the container runs or has
   // failed to start; in the latter case the handle has already exited (with
   // reason StartError). An error means the shim itself could not be run.
-  static Result<std::unique_ptr<ContainerProcess>> Launch(const std::vector<std::string>& shim_command,
-                                                          const std::filesystem::path& state_dir,
-                                                          const ContainerSpec& spec);
+  static Result<std::unique_ptr<ContainerProcess>> Launch(
+      const std::vector<std::string>& shim_command, const std::filesystem::path& state_dir,
+      const ContainerSpec& spec);
   // The start recorded in `state_dir` by an earlier agent: running if its shim
   // still is (the same process: its start time is checked against pid reuse);
   // ended as exit.json says; or ended unknown (exit 137, ContainerStatusUnknown)

@@ -20,7 +20,9 @@ Result<std::vector<std::string>> StringList(const nlohmann::json& json, const ch
 nlohmann::json ToJson(const ContainerSpec& spec) {
   nlohmann::json mounts = nlohmann::json::array();
   for (const BindMount& mount : spec.mounts) {
-    mounts.push_back({{"source", mount.source.string()}, {"target", mount.target}, {"readOnly", mount.read_only}});
+    mounts.push_back({{"source", mount.source.string()},
+                      {"target", mount.target},
+                      {"readOnly", mount.read_only}});
   }
   return {{"argv", spec.argv},
           {"env", spec.env},
@@ -43,7 +45,8 @@ Result<ContainerSpec> ContainerSpecFromJson(const nlohmann::json& json) try {
   spec.env = std::move(env).value();
   spec.working_dir = json.value("workingDir", "");
   spec.log_file = json.value("logFile", "");
-  if (spec.log_file.empty()) return InvalidArgument("logFile", "must name the file for stdout and stderr");
+  if (spec.log_file.empty())
+    return InvalidArgument("logFile", "must name the file for stdout and stderr");
   if (const auto mounts = json.find("mounts"); mounts != json.end()) {
     if (!mounts->is_array()) return InvalidArgument("mounts", "must be a list");
     for (const auto& item : *mounts) {

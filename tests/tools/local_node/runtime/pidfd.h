@@ -11,7 +11,9 @@
 namespace fulcrum::local_node {
 
 // A descriptor that polls readable once `pid` has ended; -1 with errno if there is no such process.
-inline int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+inline int PidfdOpen(pid_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
 
 inline int PidfdSendSignal(int pidfd, int signal) {
   return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));

@@ -31,9 +31,13 @@ namespace {
 namespace fs = std::filesystem;
 const log::Logger kLog{"local-node.shim"};
 
-std::string Now() { return kube::FormatTime(std::chrono::system_clock::now()); }
+std::string Now() {
+  return kube::FormatTime(std::chrono::system_clock::now());
+}
 
-std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+std::string Errno(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
 
 // A start that failed before the container ran: recorded as containerd records it.
 int RecordStartError(const fs::path& state_dir, const std::string& message) {
@@ -54,14 +58,16 @@ Status EnsureMountPoint(const fs::path& source, const fs::path& target) {
   if (fs::is_directory(source, error)) {
     fs::create_directories(target, error);
     if (error && !fs::is_directory(target)) {
-      return MakeError(ErrorCode::kInternal, "cannot create mount point " + target.string() + ": " + error.message());
+      return MakeError(ErrorCode::kInternal,
+                       "cannot create mount point " + target.string() + ": " + error.message());
     }
     return Ok();
   }
   if (!fs::exists(target, error)) {
     fs::create_directories(target.parent_path(), error);
     std::ofstream create(target);
-    if (!create) return MakeError(ErrorCode::kInternal, "cannot create mount point " + target.string());
+    if (!create)
+      return MakeError(ErrorCode::kInternal, "cannot create mount point " + target.string());
   }
   return Ok();
 }
@@ -69,17 +75,20 @@ Status EnsureMountPoint(const fs::path& source, const fs::path& target) {
 Status MountVolumes(const ContainerSpec& spec) {
   if (spec.mounts.empty()) return Ok();
   // A mount namespace of our own, whose mounts do not propagate back to the host's.
-  if (::unshare(CLONE_NEWNS) != 0) return MakeError(ErrorCode::kInternal, Errno("unshare(CLONE_NEWNS)"));
+  if (::unshare(CLONE_NEWNS) != 0)
+    return MakeError(ErrorCode::kInternal, Errno("unshare(CLONE_NEWNS)"));
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return MakeError(ErrorCode::kInternal, Errno("making / private"));
   }
   for (const BindMount& mount : spec.mounts) {
     if (Status status = EnsureMountPoint(mount.source, mount.target); !status.ok()) return status;
-    if (::mount(mount.source.c_str(), mount.target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-      return MakeError(ErrorCode::kInternal, Errno("bind-mounting " + mount.source.string() + " at " + mount.target));
+    if (::mount(mount.source.c_str(), mount.target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) !=
+        0) {
+      return MakeError(ErrorCode::kInternal,
+                       Errno("bind-mounting " + mount.source.string() + " at " + mount.target));
     }
-    if (mount.read_only &&
-        ::mount(nullptr, mount.target.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
+    if (mount.read_only && ::mount(nullptr, mount.target.c_str(), nullptr,
+                                   MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
       return MakeError(ErrorCode::kInternal, Errno("making " + mount.target + " read-only"));
     }
   }
@@ -144,15 +153,20 @@ int RunShim(const fs::path& state_dir) {
   ::close_range(3, UINT_MAX, 0);
   auto spec_json = ReadJsonFile(state_dir / state_file::kSpec);
   if (!spec_json.ok() || !spec_json->has_value()) {
-    return RecordStartError(state_dir, "no readable " + std::string(state_file::kSpec) + " in " + state_dir.string());
+    return RecordStartError(
+        state_dir, "no readable " + std::string(state_file::kSpec) + " in " + state_dir.string());
   }
   auto spec = ContainerSpecFromJson(**spec_json);
-  if (!spec.ok()) return RecordStartError(state_dir, "bad container spec: " + spec.error().ToString());
-  if (Status mounted = MountVolumes(*spec); !mounted.ok()) return RecordStartError(state_dir, mounted.error().message);
+  if (!spec.ok())
+    return RecordStartError(state_dir, "bad container spec: " + spec.error().ToString());
+  if (Status mounted = MountVolumes(*spec); !mounted.ok())
+    return RecordStartError(state_dir, mounted.error().message);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-  const int log_fd = ::open(spec->log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return RecordStartError(state_dir, Errno("opening the log file " + spec->log_file));
+  const int log_fd =
+      ::open(spec->log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0)
+    return RecordStartError(state_dir, Errno("opening the log file " + spec->log_file));
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   int failure_pipe[2];
   if (::pipe2(failure_pipe, O_CLOEXEC) != 0) return RecordStartError(state_dir, Errno("pipe"));
@@ -201,11 +215,13 @@ int RunShim(const fs::path& state_dir) {
   } while (got < 0 && errno == EINTR);
   if (got == static_cast<ssize_t>(sizeof failure)) {
     ::waitpid(child, nullptr, 0);
-    const std::string what = failure.stage == 0 ? "chdir to workingDir " + working_dir : "exec " + argv[0];
+    const std::string what =
+        failure.stage == 0 ? "chdir to workingDir " + working_dir : "exec " + argv[0];
     errno = failure.error;
     return RecordStartError(state_dir, Errno(what));
   }
-  if (Status written = WriteJsonFile(state_dir / state_file::kStarted, {{"pid", child}, {"startedAt", started_at}});
+  if (Status written = WriteJsonFile(state_dir / state_file::kStarted,
+                                     {{"pid", child}, {"startedAt", started_at}});
       !written.ok()) {
     kLog.Error("cannot record the start", {{"error", written.error().ToString()}});
   }

@@ -15,7 +15,8 @@ Status WriteJsonFile(const std::filesystem::path& path, const nlohmann::json& va
   const std::string text = value.dump() + "\n";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return MakeError(ErrorCode::kInternal, "cannot write " + temporary.string() + ": " + std::strerror(errno));
+    return MakeError(ErrorCode::kInternal,
+                     "cannot write " + temporary.string() + ": " + std::strerror(errno));
   }
   const ssize_t written = ::write(fd, text.data(), text.size());
   ::close(fd);
@@ -23,7 +24,8 @@ Status WriteJsonFile(const std::filesystem::path& path, const nlohmann::json& va
     return MakeError(ErrorCode::kInternal, "short write to " + temporary.string());
   }
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    return MakeError(ErrorCode::kInternal, "cannot rename " + temporary.string() + ": " + std::strerror(errno));
+    return MakeError(ErrorCode::kInternal,
+                     "cannot rename " + temporary.string() + ": " + std::strerror(errno));
   }
   return Ok();
 }
