@@ -2,6 +2,7 @@
 // alive, runs the pods bound to them as local processes and serves their logs.
 // SIGTERM/SIGINT stop every process it started; SIGKILL leaves them running for
 // the next agent to adopt. docs/local-node.md says what is emulated and what is not.
+#include <cpprest/base_uri.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -33,14 +34,11 @@ int Fail(const std::string& message, int code = 2) {
   return code;
 }
 
-// "https://127.0.0.1:6443" -> {"127.0.0.1", "6443"}
+// "https://127.0.0.1:6443" -> {"127.0.0.1", "6443"}; https's 443 when the URL names no port.
 std::pair<std::string, std::string> HostAndPort(const std::string& server) {
-  std::string rest =
-      server.substr(server.find("://") == std::string::npos ? 0 : server.find("://") + 3);
-  rest = rest.substr(0, rest.find('/'));
-  const auto colon = rest.rfind(':');
-  if (colon == std::string::npos) return {rest, "443"};
-  return {rest.substr(0, colon), rest.substr(colon + 1)};
+  const web::uri uri(utility::conversions::to_string_t(server));
+  const int port = uri.port() > 0 ? uri.port() : 443;
+  return {utility::conversions::to_utf8string(uri.host()), std::to_string(port)};
 }
 
 int RunAgent(const AgentFlags& flags) {
