@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "operator/kube/api_client.h"
-#include "operator/kube/informer.h"
-#include "operator/kube/kubeconfig.h"
+#include "operator/kube/client/api_client.h"
+#include "operator/kube/cache/informer.h"
+#include "operator/kube/config/kubeconfig.h"
 
 namespace fulcrum::kube {
 namespace {

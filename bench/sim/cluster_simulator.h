@@ -15,7 +15,7 @@
 
 #include "bench/sim/scenario.h"
 #include "operator/balancer/policy_kind.h"
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::sim {
 

@@ -19,7 +19,7 @@
 #include "operator/balancer/plan.h"
 #include "operator/balancer/policy.h"
 #include "operator/balancer/product_pool.h"
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::balancer {
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::balancer {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "operator/balancer/weighted_line_fit.h"
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::balancer {
 

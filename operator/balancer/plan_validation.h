@@ -3,7 +3,7 @@
 #pragma once
 
 #include "operator/balancer/plan.h"
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::balancer {
 

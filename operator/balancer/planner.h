@@ -8,7 +8,7 @@
 #include "operator/balancer/min_max_split.h"
 #include "operator/balancer/plan.h"
 #include "operator/balancer/policy.h"
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::balancer {
 

@@ -9,7 +9,7 @@
 
 #include "operator/balancer/min_max_split.h"
 #include "operator/balancer/policy_kind.h"
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::balancer {
 

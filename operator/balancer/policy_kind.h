@@ -3,7 +3,7 @@
 
 #include <string_view>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::balancer {
 

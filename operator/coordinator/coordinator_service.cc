@@ -3,7 +3,7 @@
 #include <chrono>
 #include <utility>
 
-#include "operator/common/log.h"
+#include "common/log.h"
 
 namespace fulcrum::coordinator {
 namespace {

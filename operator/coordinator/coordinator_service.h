@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "fulcrum/v1/coordinator.grpc.pb.h"
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "operator/coordinator/job.h"
 #include "operator/coordinator/job_config.h"
 #include "operator/coordinator/job_snapshot.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "operator/balancer/planner.h"
-#include "operator/common/log.h"
+#include "common/log.h"
 
 namespace fulcrum::coordinator {
 namespace {

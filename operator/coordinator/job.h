@@ -14,7 +14,7 @@
 
 #include "fulcrum/v1/coordinator.pb.h"
 #include "operator/balancer/controller.h"
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "operator/coordinator/job_config.h"
 #include "operator/coordinator/job_snapshot.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "operator/balancer/policy_kind.h"
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::coordinator {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::coordinator {
 

@@ -6,8 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "operator/kube/kubeconfig.h"
-#include "operator/kube/rest_client.h"
+#include "operator/kube/config/kubeconfig.h"
+#include "operator/kube/rest/rest_client.h"
 #include "tests/support/test_cluster.h"
 
 namespace fulcrum {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::trainer {
 

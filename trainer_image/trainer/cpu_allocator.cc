@@ -2,7 +2,7 @@
 
 #include <malloc.h>
 
-#include "operator/common/log.h"
+#include "common/log.h"
 
 namespace fulcrum::trainer {
 namespace {

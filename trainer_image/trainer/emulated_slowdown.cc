@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <fstream>
 
-#include "operator/common/log.h"
+#include "common/log.h"
 
 namespace fulcrum::trainer {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "trainer_image/trainer/collective.h"
 
 namespace fulcrum::trainer {

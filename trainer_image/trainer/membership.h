@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fulcrum/v1/coordinator.pb.h"
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::trainer {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "trainer_image/trainer/trainer_flags.h"
 
 namespace fulcrum::trainer {

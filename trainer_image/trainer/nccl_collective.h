@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "trainer_image/trainer/collective.h"
 
 namespace fulcrum::trainer {

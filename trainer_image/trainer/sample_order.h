@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::trainer {
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "operator/common/flag_parsing.h"
+#include "common/flag_parsing.h"
 
 namespace fulcrum::trainer {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::trainer {
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::trainer {
 

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <thread>
 
-#include "operator/common/log.h"
+#include "common/log.h"
 #include "trainer_image/trainer/coordinator_link.h"
 #include "trainer_image/trainer/dataset.h"
 #include "trainer_image/trainer/cpu_allocator.h"

@@ -3,7 +3,7 @@
 #include <functional>
 #include <map>
 
-#include "operator/common/flag_parsing.h"
+#include "common/flag_parsing.h"
 
 namespace fulcrum::coordinator {
 

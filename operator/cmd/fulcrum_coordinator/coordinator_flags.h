@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "operator/coordinator/job_config.h"
 
 namespace fulcrum::coordinator {

@@ -10,7 +10,7 @@
 #include "operator/cmd/fulcrum_coordinator/coordinator_flags.h"
 #include "operator/coordinator/coordinator_service.h"
 #include "operator/coordinator/token_file.h"
-#include "operator/common/log.h"
+#include "common/log.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 
 #include "operator/balancer/plan.h"
 #include "operator/balancer/policy_kind.h"
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::plan_cli {
 

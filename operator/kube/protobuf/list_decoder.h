@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "operator/common/result.h"
-#include "operator/kube/cached_object.h"
+#include "common/result.h"
+#include "operator/kube/cache/cached_object.h"
 #include "operator/kube/protobuf/k8s_schema.h"
 
 namespace fulcrum::kube::protobuf {

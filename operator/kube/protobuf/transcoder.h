@@ -11,7 +11,7 @@
 
 #include <string_view>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "operator/kube/protobuf/k8s_schema.h"
 #include "operator/kube/protobuf/msgpack_writer.h"
 

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "operator/kube/clock.h"
+#include "operator/kube/util/clock.h"
 
 namespace fulcrum::kube::testing {
 

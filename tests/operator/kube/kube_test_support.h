@@ -10,8 +10,8 @@
 #include <string>
 #include <thread>
 
-#include "operator/kube/api_client.h"
-#include "operator/kube/kubeconfig.h"
+#include "operator/kube/client/api_client.h"
+#include "operator/kube/config/kubeconfig.h"
 #include "tests/support/test_cluster.h"
 
 namespace fulcrum::kube::testing {

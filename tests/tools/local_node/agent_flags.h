@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::local_node {
 

@@ -12,9 +12,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "operator/common/log.h"
-#include "operator/kube/event_recorder.h"
-#include "operator/kube/kubeconfig.h"
+#include "common/log.h"
+#include "operator/kube/events/event_recorder.h"
+#include "operator/kube/config/kubeconfig.h"
 #include "tests/tools/local_node/agent_flags.h"
 #include "tests/tools/local_node/logs/log_server.h"
 #include "tests/tools/local_node/node/emulated_nodes.h"

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::local_node {
 

@@ -25,7 +25,7 @@
 #include <thread>
 #include <utility>
 
-#include "operator/common/log.h"
+#include "common/log.h"
 #include "tests/tools/local_node/logs/log_file.h"
 #include "tests/tools/local_node/logs/request_target.h"
 

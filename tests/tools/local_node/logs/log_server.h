@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::local_node {
 

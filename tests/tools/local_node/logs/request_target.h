@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "tests/tools/local_node/logs/log_server.h"
 
 namespace fulcrum::local_node {

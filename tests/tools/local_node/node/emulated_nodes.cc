@@ -1,6 +1,6 @@
 #include "tests/tools/local_node/node/emulated_nodes.h"
 
-#include "operator/kube/object_meta.h"
+#include "operator/kube/client/object_meta.h"
 
 namespace fulcrum::local_node {
 namespace {

@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "operator/common/log.h"
-#include "operator/kube/api_client.h"
-#include "operator/kube/informer.h"
+#include "common/log.h"
+#include "operator/kube/client/api_client.h"
+#include "operator/kube/cache/informer.h"
 #include "tests/tools/local_node/node/inventory.h"
 #include "tests/tools/local_node/node/node_objects.h"
 #include "tests/tools/local_node/node/slowdown_files.h"

@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "operator/kube/micro_time.h"
+#include "operator/kube/client/micro_time.h"
 
 namespace fulcrum::local_node {
 namespace {

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::local_node {
 

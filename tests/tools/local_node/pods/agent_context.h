@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "operator/kube/api_client.h"
-#include "operator/kube/event_recorder.h"
+#include "operator/kube/client/api_client.h"
+#include "operator/kube/events/event_recorder.h"
 #include "tests/tools/local_node/node/slowdown_files.h"
 #include "tests/tools/local_node/pods/restart_backoff.h"
 #include "tests/tools/local_node/podspec/pod_references.h"

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "operator/kube/api_client.h"
+#include "operator/kube/client/api_client.h"
 #include "tests/tools/local_node/podspec/pod_references.h"
 
 namespace fulcrum::local_node {

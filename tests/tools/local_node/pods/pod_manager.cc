@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "operator/kube/object_meta.h"
+#include "operator/kube/client/object_meta.h"
 #include "tests/tools/local_node/podspec/json_fields.h"
 #include "tests/tools/local_node/runtime/container_process.h"
 #include "tests/tools/local_node/runtime/state_files.h"

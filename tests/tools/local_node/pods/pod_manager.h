@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "operator/common/log.h"
-#include "operator/kube/informer.h"
+#include "common/log.h"
+#include "operator/kube/cache/informer.h"
 #include "tests/tools/local_node/logs/log_server.h"
 #include "tests/tools/local_node/pods/agent_context.h"
 #include "tests/tools/local_node/pods/pod_ip_pool.h"

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "operator/kube/micro_time.h"
-#include "operator/kube/object_meta.h"
+#include "operator/kube/client/micro_time.h"
+#include "operator/kube/client/object_meta.h"
 #include "tests/tools/local_node/podspec/container_environment.h"
 #include "tests/tools/local_node/podspec/json_fields.h"
 #include "tests/tools/local_node/runtime/command_lookup.h"

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "operator/common/log.h"
+#include "common/log.h"
 #include "tests/tools/local_node/logs/log_server.h"
 #include "tests/tools/local_node/pods/agent_context.h"
 #include "tests/tools/local_node/pods/pod_status.h"

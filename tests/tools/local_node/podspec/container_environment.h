@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "tests/tools/local_node/podspec/pod_references.h"
 
 namespace fulcrum::local_node {

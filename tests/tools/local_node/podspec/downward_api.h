@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "tests/tools/local_node/podspec/pod_references.h"
 
 namespace fulcrum::local_node {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::local_node {
 

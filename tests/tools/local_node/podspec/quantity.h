@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::local_node {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "tests/tools/local_node/podspec/pod_references.h"
 
 namespace fulcrum::local_node {

@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::local_node {
 

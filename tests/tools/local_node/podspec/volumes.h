@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 #include "tests/tools/local_node/podspec/container_environment.h"
 #include "tests/tools/local_node/podspec/pod_references.h"
 

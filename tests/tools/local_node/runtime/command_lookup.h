@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "operator/common/result.h"
+#include "common/result.h"
 
 namespace fulcrum::local_node {
 

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <thread>
 
-#include "operator/kube/micro_time.h"
+#include "operator/kube/client/micro_time.h"
 #include "tests/tools/local_node/runtime/pidfd.h"
 #include "tests/tools/local_node/runtime/state_files.h"
 

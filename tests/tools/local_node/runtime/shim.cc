@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "operator/common/log.h"
-#include "operator/kube/micro_time.h"
+#include "common/log.h"
+#include "operator/kube/client/micro_time.h"
 #include "tests/tools/local_node/runtime/container_exit.h"
 #include "tests/tools/local_node/runtime/container_spec.h"
 #include "tests/tools/local_node/runtime/state_files.h"

@@ -1,0 +1,200 @@
+#include "operator/kube/leaderelection/leader_elector.h"
+
+#include <cmath>
+#include <thread>
+
+#include "operator/kube/util/backoff.h"
+#include "operator/kube/client/micro_time.h"
+
+namespace fulcrum::kube {
+namespace {
+
+constexpr double kJitterFactor = 1.2;  // client-go's JitterFactor
+
+}  // namespace
+
+Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(std::shared_ptr<ApiClient> client,
+                                                             LeaderElectionConfig config) {
+  if (config.identity.empty()) return InvalidArgument("identity", "must not be empty");
+  if (config.lease_name.empty()) return InvalidArgument("lease_name", "must not be empty");
+  if (config.lease_namespace.empty())
+    return InvalidArgument("lease_namespace", "must not be empty");
+  if (config.retry_period.count() <= 0) return InvalidArgument("retry_period", "must be positive");
+  if (config.lease_duration <= config.renew_deadline) {
+    return InvalidArgument("lease_duration", "must be greater than renew_deadline");
+  }
+  if (static_cast<double>(config.renew_deadline.count()) <=
+      kJitterFactor * static_cast<double>(config.retry_period.count())) {
+    return InvalidArgument("renew_deadline", "must be greater than retry_period * 1.2");
+  }
+  return std::unique_ptr<LeaderElector>(new LeaderElector(std::move(client), std::move(config)));
+}
+
+LeaderElector::LeaderElector(std::shared_ptr<ApiClient> client, LeaderElectionConfig config)
+    : client_(std::move(client)), config_(std::move(config)), random_(std::random_device{}()) {}
+
+bool LeaderElector::IsLeader() const {
+  std::lock_guard lock(mutex_);
+  return leading_;
+}
+
+std::string LeaderElector::ObservedLeader() const {
+  std::lock_guard lock(mutex_);
+  return observed_spec_.value("holderIdentity", "");
+}
+
+void LeaderElector::Observe(const nlohmann::json& spec) {
+  std::string new_leader;
+  {
+    std::lock_guard lock(mutex_);
+    if (spec == observed_spec_) return;
+    const std::string previous = observed_spec_.value("holderIdentity", "");
+    observed_spec_ = spec;
+    observed_time_ = config_.clock->Now();
+    new_leader = spec.value("holderIdentity", "");
+    if (new_leader == previous) return;
+  }
+  if (config_.on_new_leader && !new_leader.empty()) config_.on_new_leader(new_leader);
+}
+
+bool LeaderElector::TryAcquireOrRenew() {
+  const ResourceType leases = resources::Leases();
+  const std::string now = FormatMicroTime(config_.clock->WallNow());
+  const int duration_seconds =
+      static_cast<int>(std::ceil(static_cast<double>(config_.lease_duration.count()) / 1000.0));
+  nlohmann::json desired = {{"holderIdentity", config_.identity},
+                            {"leaseDurationSeconds", duration_seconds},
+                            {"acquireTime", now},
+                            {"renewTime", now},
+                            {"leaseTransitions", 0}};
+
+  auto current = client_->Get(leases, config_.lease_namespace, config_.lease_name);
+  if (!current.ok() && current.error().code == ErrorCode::kNotFound) {
+    const nlohmann::json lease = {
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}},
+        {"spec", desired}};
+    auto created = client_->Create(leases, config_.lease_namespace, lease);
+    if (!created.ok()) {
+      log_.Info("could not create lease",
+                {{"lease", config_.lease_name}, {"error", created.error().ToString()}});
+      return false;
+    }
+    Observe((*created)["spec"]);
+    return true;
+  }
+  if (!current.ok()) {
+    log_.Warning("could not read lease",
+                 {{"lease", config_.lease_name}, {"error", current.error().ToString()}});
+    return false;
+  }
+
+  const nlohmann::json spec = current->value("spec", nlohmann::json::object());
+  Observe(spec);
+  const std::string holder = spec.value("holderIdentity", "");
+  const bool mine = holder == config_.identity;
+  if (!holder.empty() && !mine) {
+    std::lock_guard lock(mutex_);
+    const auto record_duration =
+        std::chrono::seconds(spec.value("leaseDurationSeconds", duration_seconds));
+    if (observed_time_ + record_duration > config_.clock->Now()) return false;  // still held
+  }
+  const int transitions = spec.value("leaseTransitions", 0);
+  if (mine) {
+    desired["acquireTime"] = spec.value("acquireTime", now);
+    desired["leaseTransitions"] = transitions;
+  } else {
+    desired["leaseTransitions"] = transitions + 1;
+  }
+  nlohmann::json updated_lease = *current;
+  updated_lease["spec"] = desired;
+  // Carries the resourceVersion just read: of two candidates racing for an
+  // expired lease, one gets Conflict.
+  auto updated = client_->Update(leases, config_.lease_namespace, updated_lease);
+  if (!updated.ok()) {
+    if (updated.error().code != ErrorCode::kConflict) {
+      log_.Warning("could not update lease",
+                   {{"lease", config_.lease_name}, {"error", updated.error().ToString()}});
+    }
+    return false;
+  }
+  Observe((*updated)["spec"]);
+  return true;
+}
+
+void LeaderElector::Release() {
+  const ResourceType leases = resources::Leases();
+  auto current = client_->Get(leases, config_.lease_namespace, config_.lease_name);
+  if (!current.ok() || (*current)["spec"].value("holderIdentity", "") != config_.identity) return;
+  const std::string now = FormatMicroTime(config_.clock->WallNow());
+  nlohmann::json released = *current;
+  // As client-go: no holder, a one-second duration; transitions are kept.
+  released["spec"]["holderIdentity"] = "";
+  released["spec"]["leaseDurationSeconds"] = 1;
+  released["spec"]["renewTime"] = now;
+  released["spec"]["acquireTime"] = now;
+  auto updated = client_->Update(leases, config_.lease_namespace, released);
+  if (updated.ok()) {
+    log_.Info("released lease", {{"lease", config_.lease_name}, {"identity", config_.identity}});
+  } else {
+    log_.Warning("could not release lease",
+                 {{"lease", config_.lease_name}, {"error", updated.error().ToString()}});
+  }
+}
+
+void LeaderElector::SleepWithJitter(std::stop_token stop) {
+  config_.clock->SleepFor(Jitter(config_.retry_period, kJitterFactor, random_), std::move(stop));
+}
+
+void LeaderElector::Run(std::stop_token stop) {
+  const nlohmann::json who = {{"lease", config_.lease_namespace + "/" + config_.lease_name},
+                              {"identity", config_.identity}};
+  // Campaign.
+  while (!stop.stop_requested() && !TryAcquireOrRenew()) SleepWithJitter(stop);
+  if (stop.stop_requested()) return;
+  {
+    std::lock_guard lock(mutex_);
+    leading_ = true;
+  }
+  log_.Info("started leading", who);
+  std::jthread leader;
+  if (config_.on_started_leading) {
+    leader = std::jthread([this](std::stop_token leading) { config_.on_started_leading(leading); });
+  }
+
+  // Renew until stopped, or until a renewal cannot be made within renew_deadline.
+  bool lost = false;
+  while (!stop.stop_requested()) {
+    const Clock::TimePoint deadline = config_.clock->Now() + config_.renew_deadline;
+    bool renewed = false;
+    while (!stop.stop_requested() && config_.clock->Now() < deadline) {
+      if ((renewed = TryAcquireOrRenew())) break;
+      config_.clock->SleepFor(config_.retry_period, stop);
+    }
+    if (stop.stop_requested()) break;
+    if (!renewed) {
+      lost = true;
+      break;
+    }
+    config_.clock->SleepFor(config_.retry_period, stop);
+  }
+
+  if (leader.joinable()) {
+    leader.request_stop();
+    leader.join();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    leading_ = false;
+  }
+  if (lost) {
+    log_.Warning("lost leadership: could not renew within the renew deadline", who);
+  } else if (config_.release_on_cancel) {
+    Release();
+  }
+  log_.Info("stopped leading", who);
+  if (config_.on_stopped_leading) config_.on_stopped_leading();
+}
+
+}  // namespace fulcrum::kube

@@ -1,0 +1,82 @@
+// Leader election on a coordination.k8s.io/v1 Lease, with client-go's
+// semantics (tools/leaderelection): a candidate takes the lease when it is
+// free or when its holder has not renewed it for lease_duration, as measured
+// on the candidate's own clock from when it last saw the lease change (so
+// clock skew between machines does not matter); the leader renews every
+// retry_period and gives up leading if it cannot renew within renew_deadline;
+// on a clean stop it releases the lease so that another candidate takes over
+// at once.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <stop_token>
+#include <string>
+
+#include "common/result.h"
+#include "operator/kube/client/api_client.h"
+#include "operator/kube/util/clock.h"
+#include "common/log.h"
+
+namespace fulcrum::kube {
+
+struct LeaderElectionConfig {
+  std::string lease_namespace;
+  std::string lease_name;
+  std::string identity;  // unique per candidate, e.g. the pod name
+  std::chrono::milliseconds lease_duration{15'000};
+  std::chrono::milliseconds renew_deadline{10'000};
+  std::chrono::milliseconds retry_period{2'000};
+  bool release_on_cancel = true;
+
+  // Runs on its own thread while this candidate leads; `stop` is requested when
+  // leadership ends (lost, or Run stopped). It must return soon after.
+  std::function<void(std::stop_token stop)> on_started_leading;
+  // Called after leading ended and on_started_leading returned.
+  std::function<void()> on_stopped_leading;
+  // Called when the observed holder changes (including to this candidate).
+  std::function<void(const std::string& identity)> on_new_leader;
+
+  std::shared_ptr<const Clock> clock = SystemClock();
+};
+
+class LeaderElector {
+ public:
+  // Checks the configuration as client-go does: lease_duration > renew_deadline
+  // > retry_period * 1.2, all positive, identity and lease name set.
+  static Result<std::unique_ptr<LeaderElector>> Create(std::shared_ptr<ApiClient> client,
+                                                       LeaderElectionConfig config);
+
+  // Campaigns, leads, and (if leading when `stop` is requested and
+  // release_on_cancel is set) releases the lease. Blocks until it has stopped
+  // leading or `stop` is requested; run it on its own thread.
+  void Run(std::stop_token stop);
+
+  bool IsLeader() const;
+  std::string ObservedLeader() const;
+
+ private:
+  LeaderElector(std::shared_ptr<ApiClient> client, LeaderElectionConfig config);
+  bool TryAcquireOrRenew();
+  void Release();
+  // Remembers `spec` as the last seen record; restarts the expiry clock if it changed.
+  void Observe(const nlohmann::json& spec);
+  void SleepWithJitter(std::stop_token stop);
+
+  std::shared_ptr<ApiClient> client_;
+  LeaderElectionConfig config_;
+  log::Logger log_{"kube.leader-election"};
+  std::mt19937_64 random_;
+
+  mutable std::mutex mutex_;
+  nlohmann::json observed_spec_ =
+      nlohmann::json::object();  // the lease spec as last read or written
+  std::string observed_resource_version_;
+  Clock::TimePoint observed_time_{};
+  bool leading_ = false;
+};
+
+}  // namespace fulcrum::kube
