@@ -138,13 +138,13 @@ CoordinatorService::~CoordinatorService() {
   ticker_.request_stop();
 }
 
-Status CoordinatorService::AddJob(JobConfig config) {
-  Result<Job> job = Job::Create(config);
+Status CoordinatorService::AddJob(JobSessionConfig config) {
+  Result<JobSession> job = JobSession::Create(config);
   if (!job.ok()) return job.error();
   std::lock_guard lock(mutex_);
   const auto existing = jobs_.find(config.name);
   if (existing != jobs_.end()) {
-    if (existing->second.generation() > 0) {
+    if (existing->second.membership_generation() > 0) {
       return Error{ErrorCode::kFailedPrecondition,
                    "job \"" + config.name + "\" is running; remove it before changing it", "name"};
     }
@@ -179,9 +179,9 @@ Status CoordinatorService::SendControl(const std::string& job, fulcrum::v1::Cont
   return Ok();
 }
 
-std::vector<JobSnapshot> CoordinatorService::Snapshot() const {
+std::vector<JobSessionSnapshot> CoordinatorService::Snapshot() const {
   std::lock_guard lock(mutex_);
-  std::vector<JobSnapshot> snapshots;
+  std::vector<JobSessionSnapshot> snapshots;
   for (const auto& [name, job] : jobs_) snapshots.push_back(job.Snapshot());
   return snapshots;
 }

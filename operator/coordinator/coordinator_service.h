@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "fulcrum/v1/coordinator.grpc.pb.h"
 #include "common/result.h"
-#include "operator/coordinator/job.h"
-#include "operator/coordinator/job_config.h"
-#include "operator/coordinator/job_snapshot.h"
+#include "fulcrum/v1/coordinator.grpc.pb.h"
+#include "operator/coordinator/job_session.h"
+#include "operator/coordinator/job_session_config.h"
+#include "operator/coordinator/job_session_snapshot.h"
 
 namespace fulcrum::coordinator {
 
@@ -36,11 +36,11 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
   CoordinatorService& operator=(const CoordinatorService&) = delete;
 
   // Registers a job, or replaces its configuration if there are no members yet.
-  Status AddJob(JobConfig config);
+  Status AddJob(JobSessionConfig config);
   Status RemoveJob(const std::string& name);
   Status SendControl(const std::string& job, fulcrum::v1::Control::Action action,
                      const std::string& reason);
-  std::vector<JobSnapshot> Snapshot() const;
+  std::vector<JobSessionSnapshot> Snapshot() const;
 
   grpc::Status Session(grpc::ServerContext* context,
                        grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage,
@@ -62,7 +62,7 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
   void TickLoop(std::stop_token stop);
 
   mutable std::mutex mutex_;
-  std::map<std::string, Job, std::less<>> jobs_;
+  std::map<std::string, JobSession, std::less<>> jobs_;
   std::map<SessionKey, std::shared_ptr<Outlet>> sessions_;
   std::jthread ticker_;
 };

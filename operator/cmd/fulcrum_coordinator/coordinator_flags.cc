@@ -31,7 +31,7 @@ Status ParseMilliseconds(const std::string& flag, const std::string& text,
 
 Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& args) {
   CoordinatorFlags flags;
-  JobConfig& job = flags.job_template;
+  JobSessionConfig& job = flags.job_template;
   using Setter = flags::FlagSetter;
   const std::map<std::string, Setter> setters = {
       {"--listen",

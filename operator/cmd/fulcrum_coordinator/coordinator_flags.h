@@ -5,15 +5,15 @@
 #include <vector>
 
 #include "common/result.h"
-#include "operator/coordinator/job_config.h"
+#include "operator/coordinator/job_session_config.h"
 
 namespace fulcrum::coordinator {
 
 struct CoordinatorFlags {
   std::string listen;
   std::string job_token_file;
-  std::string state_file;  // JSON snapshot of every job, rewritten twice a second
-  JobConfig job_template;  // everything but name and token, shared by all jobs
+  std::string state_file;         // JSON snapshot of every job, rewritten twice a second
+  JobSessionConfig job_template;  // everything but name and token, shared by all jobs
 };
 
 extern const char* const kCoordinatorUsage;

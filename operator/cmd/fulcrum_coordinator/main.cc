@@ -7,10 +7,10 @@
 #include <iostream>
 #include <thread>
 
+#include "common/log.h"
 #include "operator/cmd/fulcrum_coordinator/coordinator_flags.h"
 #include "operator/coordinator/coordinator_service.h"
 #include "operator/coordinator/token_file.h"
-#include "common/log.h"
 
 namespace {
 
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (const auto& [job, token] : *tokens) {
-    fulcrum::coordinator::JobConfig config = flags->job_template;
+    fulcrum::coordinator::JobSessionConfig config = flags->job_template;
     config.name = job;
     config.token = token;
     if (auto status = (*server)->service().AddJob(config); !status.ok())

@@ -61,7 +61,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     auto server = CoordinatorServer::Start("127.0.0.1:0");
     ASSERT_TRUE(server.ok());
     server_ = std::move(*server);
-    JobConfig job;
+    JobSessionConfig job;
     job.name = "demo";
     job.token = kToken;
     job.global_batch = 32;
@@ -100,7 +100,7 @@ TEST_F(CoordinatorServiceTest, GenerationsHaveDenseRanksAndRank0sRendezvous) {
 
   const auto jobs = server_->service().Snapshot();
   ASSERT_EQ(jobs.size(), 1u);
-  EXPECT_EQ(jobs[0].generation, 2);
+  EXPECT_EQ(jobs[0].membership_generation, 2);
   EXPECT_EQ(jobs[0].members.size(), 2u);
 }
 

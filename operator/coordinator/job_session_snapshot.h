@@ -30,12 +30,12 @@ struct RebalanceSnapshot {
   std::vector<int> batches;  // by rank
 };
 
-struct JobSnapshot {
+struct JobSessionSnapshot {
   std::string name;
   std::string policy;
   int global_batch = 0;
-  int64_t generation = 0;
-  int64_t step = -1;  // last step every member reported
+  int64_t membership_generation = 0;  // the trainers' generation, not metadata.generation
+  int64_t step = -1;                  // last step every member reported
   std::vector<MemberSnapshot> members;
   std::vector<int> plan;                     // current batches by rank
   double measured_samples_per_second = 0.0;  // B / median step time, averaged over recent steps
@@ -45,6 +45,6 @@ struct JobSnapshot {
   RebalanceSnapshot last_rebalance;
 };
 
-nlohmann::json ToJson(const JobSnapshot& job);
+nlohmann::json ToJson(const JobSessionSnapshot& job);
 
 }  // namespace fulcrum::coordinator

@@ -12,11 +12,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/result.h"
 #include "fulcrum/v1/coordinator.pb.h"
 #include "operator/balancer/controller.h"
-#include "common/result.h"
-#include "operator/coordinator/job_config.h"
-#include "operator/coordinator/job_snapshot.h"
+#include "operator/coordinator/job_session_config.h"
+#include "operator/coordinator/job_session_snapshot.h"
 
 namespace fulcrum::coordinator {
 
@@ -28,12 +28,14 @@ struct Outgoing {
 };
 using Outbox = std::vector<Outgoing>;
 
-class Job {
+class JobSession {
  public:
-  static Result<Job> Create(JobConfig config);
+  static Result<JobSession> Create(JobSessionConfig config);
 
-  const JobConfig& config() const { return config_; }
-  int64_t generation() const { return generation_; }
+  const JobSessionConfig& config() const { return config_; }
+  // How many times membership has changed: the trainers' "generation" (not the custom
+  // resource's metadata.generation, which counts spec edits).
+  int64_t membership_generation() const { return membership_generation_; }
 
   // A trainer said Hello (its token is already checked). A pod that reconnects while still
   // remembered gets its current Assignment again; anyone else waits for the next generation.
@@ -50,7 +52,7 @@ class Job {
   std::vector<std::string> Tick(Clock::time_point now, Outbox& out);
   void SendControl(fulcrum::v1::Control::Action action, const std::string& reason, Outbox& out);
 
-  JobSnapshot Snapshot() const;
+  JobSessionSnapshot Snapshot() const;
 
  private:
   struct Member {
@@ -63,7 +65,7 @@ class Job {
     std::optional<fulcrum::v1::StepReport> last_report;
   };
 
-  Job(JobConfig config, balancer::Controller controller);
+  JobSession(JobSessionConfig config, balancer::Controller controller);
   Member* Find(std::string_view pod);
   void ScheduleGeneration(Clock::time_point now, std::string reason, bool force);
   void FormGeneration(Outbox& out);
@@ -74,12 +76,12 @@ class Job {
   double IdealSamplesPerSecond() const;
   Status CheckReportGeneration(int64_t generation) const;
 
-  JobConfig config_;
+  JobSessionConfig config_;
   balancer::Controller controller_;
   std::map<std::string, Member, std::less<>> members_;
   uint64_t next_join_sequence_ = 0;
 
-  int64_t generation_ = 0;
+  int64_t membership_generation_ = 0;
   std::vector<std::string> ranks_;  // pods by rank
   std::vector<int> batches_;        // the last plan sent, by rank
   int accumulation_steps_ = 1;

@@ -1,10 +1,10 @@
-#include "operator/coordinator/job.h"
+#include "operator/coordinator/job_session.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "operator/balancer/planner.h"
 #include "common/log.h"
+#include "operator/balancer/planner.h"
 
 namespace fulcrum::coordinator {
 namespace {
@@ -27,10 +27,11 @@ Status ValidateReport(const fulcrum::v1::StepReport& report) {
   if (report.step() < 0) return InvalidArgument("step_report.step", "must be >= 0");
   if (report.local_batch() < 0) return InvalidArgument("step_report.local_batch", "must be >= 0");
   if (report.peak_memory() < 0) return InvalidArgument("step_report.peak_memory", "must be >= 0");
-  for (auto [value, field] : {std::pair{report.compute_seconds(), "step_report.compute_seconds"},
-                              std::pair{report.comm_seconds(), "step_report.comm_seconds"},
-                              std::pair{report.after_compute_seconds(), "step_report.after_compute_seconds"},
-                              std::pair{report.step_seconds(), "step_report.step_seconds"}}) {
+  for (auto [value, field] :
+       {std::pair{report.compute_seconds(), "step_report.compute_seconds"},
+        std::pair{report.comm_seconds(), "step_report.comm_seconds"},
+        std::pair{report.after_compute_seconds(), "step_report.after_compute_seconds"},
+        std::pair{report.step_seconds(), "step_report.step_seconds"}}) {
     if (Status status = CheckFinite(value, field); !status.ok()) return status;
   }
   return Ok();
@@ -43,7 +44,7 @@ double Median(std::vector<double> values) {
 
 }  // namespace
 
-Result<Job> Job::Create(JobConfig config) {
+Result<JobSession> JobSession::Create(JobSessionConfig config) {
   if (Status status = ValidateJobConfig(config); !status.ok()) return status.error();
   balancer::ControllerConfig controller_config;
   controller_config.global_batch = config.global_batch;
@@ -53,18 +54,18 @@ Result<Job> Job::Create(JobConfig config) {
   controller_config.seed = config.seed;
   Result<balancer::Controller> controller = balancer::Controller::Create(controller_config);
   if (!controller.ok()) return controller.error();
-  return Job(std::move(config), std::move(*controller));
+  return JobSession(std::move(config), std::move(*controller));
 }
 
-Job::Job(JobConfig config, balancer::Controller controller)
+JobSession::JobSession(JobSessionConfig config, balancer::Controller controller)
     : config_(std::move(config)), controller_(std::move(controller)) {}
 
-Job::Member* Job::Find(std::string_view pod) {
+JobSession::Member* JobSession::Find(std::string_view pod) {
   const auto it = members_.find(pod);
   return it == members_.end() ? nullptr : &it->second;
 }
 
-Status Job::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out) {
+Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out) {
   if (Member* known = Find(hello.pod())) {
     const bool same_process = known->hello.store_address() == hello.store_address();
     if (known->connected && !same_process) {
@@ -93,7 +94,7 @@ Status Job::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox&
   }
   // After a coordinator restart, trainers still train in generations numbered by the old
   // one: continue above them, so the next generation is recognisably newer to everyone.
-  generation_ = std::max(generation_, hello.generation());
+  membership_generation_ = std::max(membership_generation_, hello.generation());
   Member member;
   member.hello = hello;
   member.join_sequence = next_join_sequence_++;
@@ -105,7 +106,7 @@ Status Job::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox&
   return Ok();
 }
 
-void Job::Disconnect(std::string_view pod, Clock::time_point now) {
+void JobSession::Disconnect(std::string_view pod, Clock::time_point now) {
   Member* member = Find(pod);
   if (member == nullptr || !member->connected) return;
   member->connected = false;
@@ -114,13 +115,13 @@ void Job::Disconnect(std::string_view pod, Clock::time_point now) {
             {{"pod", pod}, {"leave_after_ms", config_.leave_timeout.count()}});
 }
 
-void Job::ScheduleGeneration(Clock::time_point now, std::string reason, bool force) {
+void JobSession::ScheduleGeneration(Clock::time_point now, std::string reason, bool force) {
   pending_since_ = now;  // settle counts from the latest event, folding a burst into one
   pending_reason_ += (pending_reason_.empty() ? "" : "; ") + reason;
   pending_force_ = pending_force_ || force;
 }
 
-Status Job::SyncControllerMembers(const std::vector<std::string>& pods) {
+Status JobSession::SyncControllerMembers(const std::vector<std::string>& pods) {
   for (const std::string& pod : controller_members_) {
     if (std::find(pods.begin(), pods.end(), pod) != pods.end()) continue;
     if (Status status = controller_.RemoveWorker(pod); !status.ok()) return status;
@@ -143,7 +144,7 @@ Status Job::SyncControllerMembers(const std::vector<std::string>& pods) {
   return Ok();
 }
 
-Status Job::DecidePlan(int64_t step, std::string* reason) {
+Status JobSession::DecidePlan(int64_t step, std::string* reason) {
   last_decided_step_ = std::max(last_decided_step_, step);
   Result<balancer::StepDecision> decision = controller_.Decide(last_decided_step_);
   if (!decision.ok()) return decision.error();
@@ -164,7 +165,7 @@ Status Job::DecidePlan(int64_t step, std::string* reason) {
   return Ok();
 }
 
-void Job::FormGeneration(Outbox& out) {
+void JobSession::FormGeneration(Outbox& out) {
   std::vector<const Member*> candidates;
   for (const auto& [pod, member] : members_) {
     if (member.connected) candidates.push_back(&member);
@@ -182,14 +183,14 @@ void Job::FormGeneration(Outbox& out) {
   pending_since_.reset();
   pending_reason_.clear();
   pending_force_ = false;
-  if (pods == ranks_ && !force && generation_ > 0) return;  // e.g. a spare joined
+  if (pods == ranks_ && !force && membership_generation_ > 0) return;  // e.g. a spare joined
 
   if (Status status = SyncControllerMembers(pods); !status.ok()) {
     log::Error("coordinator", config_.name, "balancer refused membership",
                {{"error", status.error().ToString()}});
     return;
   }
-  ++generation_;
+  ++membership_generation_;
   waiting_for_min_workers_ = false;
   for (auto& [pod, member] : members_) member.rank = -1;
   ranks_ = pods;
@@ -205,20 +206,20 @@ void Job::FormGeneration(Outbox& out) {
     return;
   }
   log::Info("coordinator", config_.name, "new generation",
-            {{"generation", generation_},
+            {{"membership_generation", membership_generation_},
              {"members", ranks_},
              {"batches", batches_},
              {"reason", reason}});
-  SendAssignments(0, "generation " + std::to_string(generation_) + ": " + reason, out);
+  SendAssignments(0, "generation " + std::to_string(membership_generation_) + ": " + reason, out);
 }
 
-void Job::SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out) {
+void JobSession::SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out) {
   if (ranks_.empty()) return;
   const std::string rendezvous = members_.at(ranks_.front()).hello.store_address();
   for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
     Outgoing message{ranks_[rank], {}};
     fulcrum::v1::Assignment& assignment = *message.message.mutable_assignment();
-    assignment.set_generation(generation_);
+    assignment.set_generation(membership_generation_);
     assignment.set_rank(static_cast<int>(rank));
     assignment.set_world_size(static_cast<int>(ranks_.size()));
     assignment.set_rendezvous_address(rendezvous);
@@ -232,24 +233,24 @@ void Job::SendAssignments(int64_t apply_at_step, const std::string& reason, Outb
   }
 }
 
-Status Job::CheckReportGeneration(int64_t generation) const {
-  if (generation > generation_) {
+Status JobSession::CheckReportGeneration(int64_t generation) const {
+  if (generation > membership_generation_) {
     return InvalidArgument("step_report.generation",
                            "generation " + std::to_string(generation) +
                                " was never announced; the current one is " +
-                               std::to_string(generation_));
+                               std::to_string(membership_generation_));
   }
-  if (generation < generation_ - 1) {
+  if (generation < membership_generation_ - 1) {
     return Error{ErrorCode::kFailedPrecondition,
                  "stale generation " + std::to_string(generation) + " (current is " +
-                     std::to_string(generation_) + "): follow the latest Assignment",
+                     std::to_string(membership_generation_) + "): follow the latest Assignment",
                  "step_report.generation"};
   }
   return Ok();
 }
 
-Status Job::Report(std::string_view pod, const fulcrum::v1::StepReport& report,
-                   Clock::time_point now, Outbox& out) {
+Status JobSession::Report(std::string_view pod, const fulcrum::v1::StepReport& report,
+                          Clock::time_point now, Outbox& out) {
   Member* member = Find(pod);
   if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
   member->last_seen = now;
@@ -257,7 +258,7 @@ Status Job::Report(std::string_view pod, const fulcrum::v1::StepReport& report,
   if (Status status = CheckReportGeneration(report.generation()); !status.ok()) return status;
   // In flight while the generation changed, or from a trainer that is not (yet) a member of
   // the current generation, e.g. one still training after this coordinator restarted.
-  if (report.generation() < generation_ || member->rank < 0) return Ok();
+  if (report.generation() < membership_generation_ || member->rank < 0) return Ok();
   member->last_report = report;
   balancer::StepReport observation;
   observation.worker_id = std::string(pod);
@@ -282,7 +283,7 @@ Status Job::Report(std::string_view pod, const fulcrum::v1::StepReport& report,
   return Ok();
 }
 
-void Job::OnStepComplete(int64_t step, Outbox& out) {
+void JobSession::OnStepComplete(int64_t step, Outbox& out) {
   std::vector<double> step_seconds;
   int samples = 0;
   for (const std::string& pod : ranks_) {
@@ -320,41 +321,42 @@ void Job::OnStepComplete(int64_t step, Outbox& out) {
   }
   if (reason.empty()) return;
   log::Info("coordinator", config_.name, "new batches",
-            {{"generation", generation_},
+            {{"membership_generation", membership_generation_},
              {"apply_at_step", last_decided_step_},
              {"batches", batches_},
              {"reason", reason}});
   SendAssignments(last_decided_step_, reason, out);
 }
 
-Status Job::Heartbeat(std::string_view pod, const fulcrum::v1::Heartbeat& heartbeat,
-                      Clock::time_point now) {
+Status JobSession::Heartbeat(std::string_view pod, const fulcrum::v1::Heartbeat& heartbeat,
+                             Clock::time_point now) {
   Member* member = Find(pod);
   if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
-  if (heartbeat.generation() > generation_) {
-    return InvalidArgument("heartbeat.generation",
-                           "was never announced; current is " + std::to_string(generation_));
+  if (heartbeat.generation() > membership_generation_) {
+    return InvalidArgument("heartbeat.generation", "was never announced; current is " +
+                                                       std::to_string(membership_generation_));
   }
   member->last_seen = now;
   return Ok();
 }
 
-Status Job::Rejoin(std::string_view pod, const fulcrum::v1::Rejoin& rejoin, Clock::time_point now) {
+Status JobSession::Rejoin(std::string_view pod, const fulcrum::v1::Rejoin& rejoin,
+                          Clock::time_point now) {
   Member* member = Find(pod);
   if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
   member->last_seen = now;
-  if (rejoin.generation() > generation_) {
-    return InvalidArgument("rejoin.generation",
-                           "was never announced; current is " + std::to_string(generation_));
+  if (rejoin.generation() > membership_generation_) {
+    return InvalidArgument("rejoin.generation", "was never announced; current is " +
+                                                    std::to_string(membership_generation_));
   }
-  if (rejoin.generation() < generation_) return Ok();  // already re-formed since
+  if (rejoin.generation() < membership_generation_) return Ok();  // already re-formed since
   log::Warn("coordinator", config_.name, "trainer fell out of its generation",
             {{"pod", pod}, {"generation", rejoin.generation()}, {"reason", rejoin.reason()}});
   ScheduleGeneration(now, "rejoin requested by " + std::string(pod), /*force=*/true);
   return Ok();
 }
 
-std::vector<std::string> Job::Tick(Clock::time_point now, Outbox& out) {
+std::vector<std::string> JobSession::Tick(Clock::time_point now, Outbox& out) {
   std::vector<std::string> silent;
   for (auto it = members_.begin(); it != members_.end();) {
     Member& member = it->second;
@@ -385,7 +387,8 @@ std::vector<std::string> Job::Tick(Clock::time_point now, Outbox& out) {
   return silent;
 }
 
-void Job::SendControl(fulcrum::v1::Control::Action action, const std::string& reason, Outbox& out) {
+void JobSession::SendControl(fulcrum::v1::Control::Action action, const std::string& reason,
+                             Outbox& out) {
   for (const auto& [pod, member] : members_) {
     if (!member.connected) continue;
     Outgoing message{pod, {}};
@@ -396,7 +399,7 @@ void Job::SendControl(fulcrum::v1::Control::Action action, const std::string& re
 }
 
 // X_UB: what the best split of B would reach under the current fitted costs and tail.
-double Job::IdealSamplesPerSecond() const {
+double JobSession::IdealSamplesPerSecond() const {
   balancer::PlanRequest request;
   request.global_batch = config_.global_batch;
   request.tail_seconds = controller_.TailSeconds();
@@ -413,12 +416,12 @@ double Job::IdealSamplesPerSecond() const {
   return ideal.ok() ? ideal->ideal_samples_per_second : 0.0;
 }
 
-JobSnapshot Job::Snapshot() const {
-  JobSnapshot snapshot;
+JobSessionSnapshot JobSession::Snapshot() const {
+  JobSessionSnapshot snapshot;
   snapshot.name = config_.name;
   snapshot.policy = std::string(balancer::ToString(config_.policy));
   snapshot.global_batch = config_.global_batch;
-  snapshot.generation = generation_;
+  snapshot.membership_generation = membership_generation_;
   snapshot.step = completed_step_;
   snapshot.plan = batches_;
   snapshot.plan_changes = controller_.plan_changes();

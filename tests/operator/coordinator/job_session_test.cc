@@ -1,6 +1,6 @@
 // The per-job state machine with a hand-driven clock: membership, generations, timeouts,
 // reports feeding the balancer, and assignments that arrive ahead of the step they apply at.
-#include "operator/coordinator/job.h"
+#include "operator/coordinator/job_session.h"
 
 #include <gtest/gtest.h>
 
@@ -19,11 +19,13 @@ fulcrum::v1::Hello HelloFrom(const std::string& pod) {
   return hello;
 }
 
-class JobTest : public ::testing::Test {
+class JobSessionTest : public ::testing::Test {
  protected:
-  JobTest() { job_ = std::make_unique<Job>(Job::Create(DefaultConfig()).value()); }
-  static JobConfig DefaultConfig() {
-    JobConfig config;
+  JobSessionTest() {
+    job_ = std::make_unique<JobSession>(JobSession::Create(DefaultConfig()).value());
+  }
+  static JobSessionConfig DefaultConfig() {
+    JobSessionConfig config;
     config.name = "demo";
     config.token = "secret-token";
     config.global_batch = 30;
@@ -59,11 +61,11 @@ class JobTest : public ::testing::Test {
     return job_->Report(pod, report, now_, out);
   }
 
-  std::unique_ptr<Job> job_;
+  std::unique_ptr<JobSession> job_;
   Clock::time_point now_ = Clock::time_point() + 1h;
 };
 
-TEST_F(JobTest, WaitsForMinWorkersThenFormsGenerationOneWithDenseRanks) {
+TEST_F(JobSessionTest, WaitsForMinWorkersThenFormsGenerationOneWithDenseRanks) {
   Join("a");
   EXPECT_TRUE(Tick(1s).empty());  // one of two
   Join("b");
@@ -79,7 +81,7 @@ TEST_F(JobTest, WaitsForMinWorkersThenFormsGenerationOneWithDenseRanks) {
   EXPECT_EQ(out[0].message.assignment().batches(0) + out[0].message.assignment().batches(1), 30);
 }
 
-TEST_F(JobTest, AClosedStreamLeavesAfterTheTimeoutAndTheRestFormANewGeneration) {
+TEST_F(JobSessionTest, AClosedStreamLeavesAfterTheTimeoutAndTheRestFormANewGeneration) {
   Join("a");
   Join("b");
   Join("c");
@@ -94,10 +96,10 @@ TEST_F(JobTest, AClosedStreamLeavesAfterTheTimeoutAndTheRestFormANewGeneration) 
   EXPECT_EQ(job_->Snapshot().members.size(), 2u);
 }
 
-TEST_F(JobTest, TrainersBeyondMaxWorkersWaitAsSparesAndStepInWhenAMemberLeaves) {
-  JobConfig config = DefaultConfig();
+TEST_F(JobSessionTest, TrainersBeyondMaxWorkersWaitAsSparesAndStepInWhenAMemberLeaves) {
+  JobSessionConfig config = DefaultConfig();
   config.max_workers = 2;
-  job_ = std::make_unique<Job>(Job::Create(config).value());
+  job_ = std::make_unique<JobSession>(JobSession::Create(config).value());
   Join("a");
   Join("b");
   Join("c");
@@ -117,7 +119,7 @@ TEST_F(JobTest, TrainersBeyondMaxWorkersWaitAsSparesAndStepInWhenAMemberLeaves) 
   EXPECT_EQ(second[1].message.assignment().generation(), 2);
 }
 
-TEST_F(JobTest, ASecondProcessWithTheSamePodNameIsRefused) {
+TEST_F(JobSessionTest, ASecondProcessWithTheSamePodNameIsRefused) {
   Join("a");
   fulcrum::v1::Hello twin = HelloFrom("a");
   twin.set_store_address("elsewhere:1");
@@ -129,7 +131,7 @@ TEST_F(JobTest, ASecondProcessWithTheSamePodNameIsRefused) {
   EXPECT_TRUE(job_->Join(HelloFrom("a"), now_, out).ok());  // the same process reconnecting
 }
 
-TEST_F(JobTest, ASilentTrainerIsRemovedAfterTheHeartbeatTimeout) {
+TEST_F(JobSessionTest, ASilentTrainerIsRemovedAfterTheHeartbeatTimeout) {
   Join("a");
   Join("b");
   Tick(200ms);
@@ -149,7 +151,7 @@ TEST_F(JobTest, ASilentTrainerIsRemovedAfterTheHeartbeatTimeout) {
   EXPECT_EQ(out[0].message.assignment().generation(), 2);
 }
 
-TEST_F(JobTest, ReportsOfAStaleGenerationAreRefusedAndOfTheLastOneIgnored) {
+TEST_F(JobSessionTest, ReportsOfAStaleGenerationAreRefusedAndOfTheLastOneIgnored) {
   Join("a");
   Join("b");
   Tick(200ms);
@@ -167,7 +169,7 @@ TEST_F(JobTest, ReportsOfAStaleGenerationAreRefusedAndOfTheLastOneIgnored) {
   EXPECT_EQ(future.error().code, ErrorCode::kInvalidArgument);
 }
 
-TEST_F(JobTest, NewBatchesApplyAtLeastTheLeadAfterTheCompletedStep) {
+TEST_F(JobSessionTest, NewBatchesApplyAtLeastTheLeadAfterTheCompletedStep) {
   Join("a");
   Join("b");
   Tick(200ms);
@@ -186,13 +188,13 @@ TEST_F(JobTest, NewBatchesApplyAtLeastTheLeadAfterTheCompletedStep) {
     }
   }
   EXPECT_GT(last_apply, 0);
-  const JobSnapshot snapshot = job_->Snapshot();
+  const JobSessionSnapshot snapshot = job_->Snapshot();
   EXPECT_LT(snapshot.plan[0], snapshot.plan[1]);
   EXPECT_GT(snapshot.ideal_samples_per_second, 0.0);
   EXPECT_GE(snapshot.plan_changes, 1);
 }
 
-TEST_F(JobTest, TheIdealStepCountsEverythingAfterComputeNotJustTheAllReduce) {
+TEST_F(JobSessionTest, TheIdealStepCountsEverythingAfterComputeNotJustTheAllReduce) {
   Join("a");
   Join("b");
   Tick(200ms);
@@ -223,8 +225,8 @@ TEST(TokenFile, ParsesJobTokenPairsAndNamesTheBadLine) {
   EXPECT_EQ(ParseTokenFile("a token-aaaaaaaa\na token-bbbbbbbb\n").error().field, "line 2");
 }
 
-TEST(JobConfig, NamesTheBadField) {
-  JobConfig config;
+TEST(JobSessionConfig, NamesTheBadField) {
+  JobSessionConfig config;
   config.name = "demo";
   config.token = "secret-token";
   config.global_batch = 0;

@@ -1,8 +1,8 @@
-#include "operator/coordinator/job_snapshot.h"
+#include "operator/coordinator/job_session_snapshot.h"
 
 namespace fulcrum::coordinator {
 
-nlohmann::json ToJson(const JobSnapshot& job) {
+nlohmann::json ToJson(const JobSessionSnapshot& job) {
   nlohmann::json members = nlohmann::json::array();
   for (const MemberSnapshot& member : job.members) {
     members.push_back({{"pod", member.pod},
@@ -21,7 +21,7 @@ nlohmann::json ToJson(const JobSnapshot& job) {
   return {{"name", job.name},
           {"policy", job.policy},
           {"global_batch", job.global_batch},
-          {"generation", job.generation},
+          {"membership_generation", job.membership_generation},
           {"step", job.step},
           {"members", members},
           {"plan", job.plan},

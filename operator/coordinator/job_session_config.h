@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <string>
 
-#include "operator/balancer/policy_kind.h"
 #include "common/result.h"
+#include "operator/balancer/policy_kind.h"
 
 namespace fulcrum::coordinator {
 
-struct JobConfig {
+struct JobSessionConfig {
   std::string name;
   std::string token;  // trainers must present it in Hello
   int global_batch = 0;
@@ -36,6 +36,6 @@ struct JobConfig {
 };
 
 // Checks every field; the error names the field and the fix.
-Status ValidateJobConfig(const JobConfig& config);
+Status ValidateJobConfig(const JobSessionConfig& config);
 
 }  // namespace fulcrum::coordinator

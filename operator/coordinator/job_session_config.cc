@@ -1,10 +1,10 @@
-#include "operator/coordinator/job_config.h"
+#include "operator/coordinator/job_session_config.h"
 
 #include <cmath>
 
 namespace fulcrum::coordinator {
 
-Status ValidateJobConfig(const JobConfig& config) {
+Status ValidateJobConfig(const JobSessionConfig& config) {
   if (config.name.empty() || config.name.size() > 253) {
     return InvalidArgument("name", "must be 1 to 253 characters");
   }
