@@ -321,6 +321,20 @@ TEST_F(LocalNodeTest, DeletingAPodSendsSigtermThenSigkillAfterTheGracePeriodThen
   EXPECT_TRUE(WaitUntil([&] { return Gone("stubborn"); }, 60s)) << GetPod("stubborn").dump(1);
 }
 
+TEST_F(LocalNodeTest, AForceDeleteDuringALongGracePeriodKillsAtOnce) {
+  Apply(ShellPod("slow-to-stop", "A100-SXM4-40GB",
+                 "echo $$$$ > /record/pid; trap 'echo TERM >> /record/signals' TERM; "
+                 "while true; do sleep 0.2; done"));
+  ASSERT_TRUE(WaitForPhase("slow-to-stop", "Running"));
+  const int pid = RecordedPid("pid");
+  ASSERT_EQ(Kubectl("delete pod slow-to-stop --grace-period=600 --wait=false").exit_code, 0);
+  ASSERT_TRUE(WaitUntil(
+      [&] { return ReadFile(host_dir_ + "/signals").find("TERM") != std::string::npos; }, 30s));
+  ASSERT_EQ(Kubectl("delete pod slow-to-stop --grace-period=0 --force").exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(pid); }, 60s))
+      << "the force delete shortens the 600 s grace period that was running";
+}
+
 TEST_F(LocalNodeTest, OnFailureRestartsAFailingContainerWithBackOffAndCountsRestarts) {
   Apply(ShellPod("crasher", "A100-SXM4-40GB",
                  "echo run >> /record/runs; echo attempt failed; exit 1", "OnFailure"));

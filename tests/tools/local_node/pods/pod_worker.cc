@@ -251,12 +251,17 @@ PodWorker::Clock::time_point PodWorker::SyncStopping(Mode mode, Clock::time_poin
   bool any_running = false;
   for (const auto& container : containers_) any_running = any_running || container->running();
   if (any_running) {
-    if (!stop_signalled_) {
-      std::chrono::seconds grace = DeletionGrace(pod);
-      if (mode == Mode::kDeleted) grace = std::min<std::chrono::seconds>(grace, kDeletedGrace);
-      if (mode == Mode::kShutdown) grace = std::min(grace, context_.shutdown_grace);
-      if (mode == Mode::kNodeLost) grace = 0s;
+    std::chrono::seconds grace = DeletionGrace(pod);
+    if (mode == Mode::kDeleted) grace = std::min<std::chrono::seconds>(grace, kDeletedGrace);
+    if (mode == Mode::kShutdown) grace = std::min(grace, context_.shutdown_grace);
+    if (mode == Mode::kNodeLost) grace = 0s;
+    if (stop_signalled_) {
+      // A shorter grace since the stop began (a second delete, a force delete, a lost node)
+      // takes over, counted from the first SIGTERM, as kubelet shortens a running kill.
+      kill_at_ = std::min(kill_at_, stop_started_ + grace);
+    } else {
       kill_at_ = now + grace;
+      stop_started_ = now;
       stop_signalled_ = true;
       for (auto& container : containers_) {
         if (!container->running()) continue;

@@ -106,6 +106,7 @@ class PodWorker {
   nlohmann::json last_written_status_;
   bool terminal_written_ = false;
   bool stop_signalled_ = false;
+  Clock::time_point stop_started_{};  // the first SIGTERM
   Clock::time_point kill_at_{};
   bool delete_sent_ = false;
   bool adopt_ = false;
