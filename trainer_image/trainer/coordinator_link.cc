@@ -1,6 +1,7 @@
 #include "trainer_image/trainer/coordinator_link.h"
 
 #include <algorithm>
+#include <random>
 
 #include "common/log.h"
 
@@ -12,12 +13,34 @@ constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
 constexpr int kMaxMessageBytes = 64 * 1024;  // the protocol's limit
 constexpr std::size_t kMaxQueued = 1024;     // reports are best effort; drop the oldest
 
-// Statuses that no retry can fix: wrong token, unknown job, a message we built wrong.
+// Statuses that no retry can fix: a wrong token, a message we built wrong. NOT_FOUND (the
+// coordinator does not know the job yet: an operator that just started registers its jobs once
+// its caches sync) and RESOURCE_EXHAUSTED (briefly overloaded) pass: the trainer retries.
 bool Permanent(grpc::StatusCode code) {
-  return code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::NOT_FOUND ||
-         code == grpc::StatusCode::INVALID_ARGUMENT ||
-         code == grpc::StatusCode::PERMISSION_DENIED ||
-         code == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  return code == grpc::StatusCode::UNAUTHENTICATED || code == grpc::StatusCode::INVALID_ARGUMENT ||
+         code == grpc::StatusCode::PERMISSION_DENIED;
+}
+
+// Why a retry is worth it, for the log line that says the trainer waits.
+std::string RetryReason(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::NOT_FOUND:
+      return "the coordinator does not know this job yet (the operator registers it once its "
+             "caches "
+             "sync); retrying";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "the coordinator is overloaded; retrying";
+    default:
+      return "coordinator stream closed; reconnecting";
+  }
+}
+
+// Between 3/4 and 5/4 of the back-off, so that the trainers of a job that all lost the
+// coordinator at once do not all come back at once.
+std::chrono::milliseconds Jittered(std::chrono::milliseconds backoff) {
+  thread_local std::minstd_rand random{std::random_device{}()};
+  std::uniform_int_distribution<long> spread(0, backoff.count() / 2);
+  return backoff * 3 / 4 + std::chrono::milliseconds(spread(random));
 }
 
 ErrorCode ToErrorCode(grpc::StatusCode code) {
@@ -67,24 +90,28 @@ void CoordinatorLink::SessionLoop(std::stop_token stop) {
     auto stream = stub_->Session(&context);
     fulcrum::v1::TrainerMessage hello;
     *hello.mutable_hello() = options_.hello;
+    std::optional<fulcrum::v1::Rejoin> rejoin;
     {
       std::lock_guard lock(mutex_);
       hello.mutable_hello()->set_step(step_);
       hello.mutable_hello()->set_generation(generation_);
+      rejoin = pending_rejoin_;
       context_ = &context;
-      stream_ = stream.get();
     }
     if (stop.stop_requested()) context.TryCancel();
-    std::optional<fulcrum::v1::Rejoin> rejoin;
+    bool opened;
     {
+      // The Hello goes first on every stream: the writer thread sees the stream only once the
+      // Hello (and a pending Rejoin) is written, and never writes beside it.
+      std::lock_guard write_lock(write_mutex_);
+      opened = stream->Write(hello);
+      if (opened && rejoin) {
+        fulcrum::v1::TrainerMessage message;
+        *message.mutable_rejoin() = *rejoin;
+        opened = stream->Write(message);
+      }
       std::lock_guard lock(mutex_);
-      rejoin = pending_rejoin_;
-    }
-    bool opened = stream->Write(hello);
-    if (opened && rejoin) {
-      fulcrum::v1::TrainerMessage message;
-      *message.mutable_rejoin() = *rejoin;
-      opened = stream->Write(message);
+      if (opened) stream_ = stream.get();
     }
     if (opened) {
       fulcrum::v1::CoordinatorMessage message;
@@ -109,12 +136,13 @@ void CoordinatorLink::SessionLoop(std::stop_token stop) {
       changed_.notify_all();
       return;
     }
-    log::Warn("trainer", options_.hello.job(), "coordinator stream closed; reconnecting",
+    const std::chrono::milliseconds wait = Jittered(backoff);
+    log::Warn("trainer", options_.hello.job(), RetryReason(status.error_code()),
               {{"code", static_cast<int>(status.error_code())},
                {"error", status.error_message()},
-               {"backoff_ms", backoff.count()}});
+               {"backoff_ms", wait.count()}});
     std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, backoff, [&] { return stop.stop_requested(); });
+    changed_.wait_for(lock, wait, [&] { return stop.stop_requested(); });
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
 }

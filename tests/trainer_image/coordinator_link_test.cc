@@ -1,0 +1,138 @@
+// The trainer's end of the Session stream against a scripted coordinator on loopback (real
+// gRPC): which refusals it waits out, and that the Hello is the first message of every stream.
+#include "trainer_image/trainer/coordinator_link.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fulcrum::trainer {
+namespace {
+
+using namespace std::chrono_literals;
+using fulcrum::v1::CoordinatorMessage;
+using fulcrum::v1::TrainerMessage;
+
+// Refuses the first sessions with the given codes, then assigns generation 1 and listens.
+class ScriptedCoordinator final : public fulcrum::v1::Coordinator::Service {
+ public:
+  explicit ScriptedCoordinator(std::vector<grpc::StatusCode> refusals)
+      : refusals_(std::move(refusals)) {}
+
+  grpc::Status Session(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<CoordinatorMessage, TrainerMessage>* stream) override {
+    TrainerMessage first;
+    if (!stream->Read(&first)) return grpc::Status::OK;
+    std::size_t session;
+    {
+      std::lock_guard lock(mutex_);
+      session = first_messages_.size();
+      first_messages_.push_back(first);
+    }
+    if (session < refusals_.size()) return grpc::Status(refusals_[session], "scripted refusal");
+    CoordinatorMessage message;
+    fulcrum::v1::Assignment& assignment = *message.mutable_assignment();
+    assignment.set_generation(1);
+    assignment.set_world_size(1);
+    assignment.set_local_batch(8);
+    assignment.set_global_batch(8);
+    assignment.add_batches(8);
+    stream->Write(message);
+    for (TrainerMessage ignored; stream->Read(&ignored);) {
+    }
+    return grpc::Status::OK;
+  }
+
+  std::vector<TrainerMessage> first_messages() {
+    std::lock_guard lock(mutex_);
+    return first_messages_;
+  }
+
+ private:
+  const std::vector<grpc::StatusCode> refusals_;
+  std::mutex mutex_;
+  std::vector<TrainerMessage> first_messages_;
+};
+
+class CoordinatorLinkTest : public ::testing::Test {
+ protected:
+  void Serve(std::vector<grpc::StatusCode> refusals) {
+    coordinator_ = std::make_unique<ScriptedCoordinator>(std::move(refusals));
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(coordinator_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  std::unique_ptr<CoordinatorLink> Link() {
+    CoordinatorLinkOptions options;
+    options.address = "127.0.0.1:" + std::to_string(port_);
+    options.hello.set_job("demo");
+    options.hello.set_pod("trainer-0");
+    options.hello.set_token("secret");
+    options.heartbeat_period = 20ms;  // plenty of messages racing the Hello
+    return std::make_unique<CoordinatorLink>(options);
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + 1s);
+  }
+
+  std::unique_ptr<ScriptedCoordinator> coordinator_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(CoordinatorLinkTest, AnUnknownJobOrAnOverloadedCoordinatorIsWaitedOutNotFatal) {
+  Serve({grpc::StatusCode::NOT_FOUND, grpc::StatusCode::RESOURCE_EXHAUSTED,
+         grpc::StatusCode::NOT_FOUND});
+  auto link = Link();
+  const auto assignment = link->WaitForGeneration(0, 60s);
+  ASSERT_TRUE(assignment.has_value())
+      << "the trainer gave up: " << (link->Fatal() ? link->Fatal()->ToString() : "no assignment");
+  EXPECT_EQ(assignment->generation(), 1);
+  EXPECT_FALSE(link->Fatal().has_value());
+  EXPECT_EQ(coordinator_->first_messages().size(), 4u);
+}
+
+TEST_F(CoordinatorLinkTest, AWrongTokenIsFatalAtOnce) {
+  Serve({grpc::StatusCode::UNAUTHENTICATED});
+  auto link = Link();
+  EXPECT_FALSE(link->WaitForGeneration(0, 10s).has_value());
+  ASSERT_TRUE(link->Fatal().has_value());
+  EXPECT_EQ(link->Fatal()->code, ErrorCode::kUnauthenticated);
+  EXPECT_EQ(coordinator_->first_messages().size(), 1u) << "no retry of a refusal no retry can fix";
+}
+
+TEST_F(CoordinatorLinkTest, TheHelloIsTheFirstMessageOfEveryStreamEvenWithReportsQueued) {
+  // Refusals every version of the link retried, so that only the order of messages is at stake.
+  Serve(std::vector<grpc::StatusCode>(12, grpc::StatusCode::ABORTED));
+  auto link = Link();
+  // Reports (and heartbeats) are queued all the while the link (re)connects.
+  std::atomic<bool> done = false;
+  std::jthread reporter([&] {
+    for (int64_t step = 0; !done; ++step) {
+      fulcrum::v1::StepReport report;
+      report.set_generation(1);
+      report.set_step(step);
+      link->Report(report);
+      std::this_thread::sleep_for(100us);
+    }
+  });
+  const auto assignment = link->WaitForGeneration(0, 60s);
+  done = true;
+  ASSERT_TRUE(assignment.has_value());
+  const auto first_messages = coordinator_->first_messages();
+  ASSERT_EQ(first_messages.size(), 13u);
+  for (const TrainerMessage& first : first_messages) {
+    EXPECT_TRUE(first.has_hello()) << "a stream began with " << first.ShortDebugString();
+  }
+}
+
+}  // namespace
+}  // namespace fulcrum::trainer
