@@ -121,6 +121,20 @@ class LocalNodeTest : public ::testing::Test {
 
   bool Gone(const std::string& name) const { return Kubectl("get pod " + name).exit_code != 0; }
 
+  // A running pod whose script records SIGTERM in /record/signals and does not exit on it, so
+  // only SIGKILL ends it; returns its shell's pid.
+  int StartPodThatIgnoresSigterm(const std::string& name) const {
+    Apply(ShellPod(name, "A100-SXM4-40GB",
+                   "echo $$$$ > /record/pid; trap 'echo TERM >> /record/signals' TERM; "
+                   "while true; do sleep 0.2; done"));
+    EXPECT_TRUE(WaitForPhase(name, "Running")) << GetPod(name).dump(1);
+    return RecordedPid("pid");
+  }
+  bool WaitForRecordedSigterm() const {
+    return WaitUntil(
+        [&] { return ReadFile(host_dir_ + "/signals").find("TERM") != std::string::npos; }, 30s);
+  }
+
   // A pid the pod's script wrote to /record/<file>, once it is there.
   int RecordedPid(const std::string& file) const {
     int pid = 0;
@@ -305,16 +319,10 @@ TEST_F(LocalNodeTest, KubectlLogsPrintsOutputAndFollowFollowsUntilTheContainerEn
 }
 
 TEST_F(LocalNodeTest, DeletingAPodSendsSigtermThenSigkillAfterTheGracePeriodThenRemovesIt) {
-  // The script records SIGTERM but does not exit on it: only SIGKILL can end it.
-  Apply(ShellPod("stubborn", "A100-SXM4-40GB",
-                 "echo $$$$ > /record/pid; trap 'echo TERM >> /record/signals' TERM; "
-                 "while true; do sleep 0.2; done"));
-  ASSERT_TRUE(WaitForPhase("stubborn", "Running"));
-  const int pid = RecordedPid("pid");
+  const int pid = StartPodThatIgnoresSigterm("stubborn");
   ASSERT_TRUE(ProcessAlive(pid));
   ASSERT_EQ(Kubectl("delete pod stubborn --wait=false").exit_code, 0);
-  ASSERT_TRUE(WaitUntil(
-      [&] { return ReadFile(host_dir_ + "/signals").find("TERM") != std::string::npos; }, 30s));
+  ASSERT_TRUE(WaitForRecordedSigterm());
   EXPECT_TRUE(ProcessAlive(pid))
       << "SIGTERM was recorded and ignored; the process must live on until SIGKILL";
   EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(pid); }, 60s));
@@ -322,14 +330,9 @@ TEST_F(LocalNodeTest, DeletingAPodSendsSigtermThenSigkillAfterTheGracePeriodThen
 }
 
 TEST_F(LocalNodeTest, AForceDeleteDuringALongGracePeriodKillsAtOnce) {
-  Apply(ShellPod("slow-to-stop", "A100-SXM4-40GB",
-                 "echo $$$$ > /record/pid; trap 'echo TERM >> /record/signals' TERM; "
-                 "while true; do sleep 0.2; done"));
-  ASSERT_TRUE(WaitForPhase("slow-to-stop", "Running"));
-  const int pid = RecordedPid("pid");
+  const int pid = StartPodThatIgnoresSigterm("slow-to-stop");
   ASSERT_EQ(Kubectl("delete pod slow-to-stop --grace-period=600 --wait=false").exit_code, 0);
-  ASSERT_TRUE(WaitUntil(
-      [&] { return ReadFile(host_dir_ + "/signals").find("TERM") != std::string::npos; }, 30s));
+  ASSERT_TRUE(WaitForRecordedSigterm());
   ASSERT_EQ(Kubectl("delete pod slow-to-stop --grace-period=0 --force").exit_code, 0);
   EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(pid); }, 60s))
       << "the force delete shortens the 600 s grace period that was running";
