@@ -318,6 +318,14 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &server->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  // Keepalive both ways: the server pings quiet connections (a trainer whose host vanished is
+  // noticed in seconds) and accepts the trainers' pings as often as they send them (every 5 s,
+  // trainer_image/trainer/coordinator_link.h), instead of closing them as abusive.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.RegisterService(&server->service_);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || server->port_ == 0) {

@@ -63,6 +63,11 @@ ErrorCode ToErrorCode(grpc::StatusCode code) {
 CoordinatorLink::CoordinatorLink(CoordinatorLinkOptions options) : options_(std::move(options)) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options_.keepalive_time.count()));
+  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                   static_cast<int>(options_.keepalive_timeout.count()));
+  arguments.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  arguments.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // ping however quiet the stream is
   arguments.SetMaxSendMessageSize(kMaxMessageBytes);
   channel_ =
       grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), arguments);

@@ -22,6 +22,12 @@ struct CoordinatorLinkOptions {
   std::string address;
   fulcrum::v1::Hello hello;  // sent on every (re)connect
   std::chrono::milliseconds heartbeat_period{1000};
+  // HTTP/2 keepalive: a ping after this much silence on the connection, and the connection
+  // counts as dead when a ping goes unanswered for keepalive_timeout. So a coordinator whose
+  // host vanished (no FIN, no RST) is noticed within seconds, and the trainer reconnects while
+  // it trains on its last assignment. The coordinator permits pings this often (CoordinatorServer).
+  std::chrono::milliseconds keepalive_time{5000};
+  std::chrono::milliseconds keepalive_timeout{5000};
 };
 
 class CoordinatorLink final : public Membership {
