@@ -12,6 +12,7 @@
 
 #include "operator/kube/client/api_client.h"
 #include "operator/kube/config/kubeconfig.h"
+#include "tests/support/polling.h"
 #include "tests/support/test_cluster.h"
 
 namespace fulcrum::kube::testing {
@@ -45,12 +46,7 @@ inline void CreateNamespace(ApiClient& client, const std::string& name) {
 // timeouts: the machine is shared and slow; a pass is fast anyway.
 inline bool WaitFor(const std::function<bool()>& condition,
                     std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return condition();
+  return fulcrum::testing::WaitUntil(condition, timeout);
 }
 
 inline nlohmann::json ConfigMap(const std::string& ns, const std::string& name,

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/polling.h"
 #include "tests/support/temporary_directory.h"
 #include "tests/support/test_cluster.h"
 
@@ -22,25 +23,11 @@ namespace {
 
 using fulcrum::testing::Cluster;
 using fulcrum::testing::CommandResult;
+using fulcrum::testing::ReadFile;
 using fulcrum::testing::RunShell;
 using fulcrum::testing::ShellQuote;
+using fulcrum::testing::WaitUntil;
 using namespace std::chrono_literals;
-
-bool WaitUntil(const std::function<bool()>& condition, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(200ms);
-  }
-  return condition();
-}
-
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 bool ProcessAlive(int pid) {
   return pid > 0 && ::kill(pid, 0) == 0;

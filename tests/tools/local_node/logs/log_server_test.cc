@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/polling.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temporary_directory.h"
 
@@ -36,24 +37,11 @@ using testing::ShellQuote;
 // Generous: the machines running tests are shared and slow at times.
 constexpr auto kDeadline = 60s;
 
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream content;
-  content << file.rdbuf();
-  return content.str();
-}
+using fulcrum::testing::ReadFile;
+using fulcrum::testing::WaitUntil;
 
 void AppendToFile(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path, std::ios::app | std::ios::binary) << text;
-}
-
-bool WaitUntil(const std::function<bool()>& condition) {
-  const auto give_up = std::chrono::steady_clock::now() + kDeadline;
-  while (std::chrono::steady_clock::now() < give_up) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return condition();
 }
 
 // A container whose log a follow can watch: whether it is still writing, and

@@ -1,6 +1,6 @@
 #include "tests/tools/local_node/node/slowdown_files.h"
 
-#include <fstream>
+#include "tests/tools/local_node/atomic_file.h"
 
 namespace fulcrum::local_node {
 
@@ -9,21 +9,8 @@ std::filesystem::path SlowdownFiles::PathFor(const std::string& node) const {
 }
 
 Status SlowdownFiles::Write(const std::string& node, const std::string& value) const {
-  const std::filesystem::path path = PathFor(node);
-  std::error_code error;
-  std::filesystem::create_directories(path.parent_path(), error);
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << value << "\n";
-    if (!out) return MakeError(ErrorCode::kInternal, "cannot write " + temporary.string());
-  }
   // A trainer reading while we write sees the old value or the new one.
-  std::filesystem::rename(temporary, path, error);
-  if (error)
-    return MakeError(ErrorCode::kInternal,
-                     "cannot replace " + path.string() + ": " + error.message());
-  return Ok();
+  return WriteFileAtomically(PathFor(node), value + "\n");
 }
 
 }  // namespace fulcrum::local_node

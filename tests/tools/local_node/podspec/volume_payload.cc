@@ -1,10 +1,11 @@
 #include "tests/tools/local_node/podspec/volume_payload.h"
 
-#include <fstream>
 #include <set>
 #include <string_view>
 #include <system_error>
 #include <vector>
+
+#include "tests/tools/local_node/atomic_file.h"
 
 namespace fulcrum::local_node {
 namespace {
@@ -60,30 +61,6 @@ Result<void> RemoveStaleEntries(const fs::path& directory, const std::string& re
   return Ok();
 }
 
-Result<void> WriteFileAtomically(const fs::path& target, const PayloadFile& file,
-                                 const std::string& field) {
-  std::error_code error;
-  fs::create_directories(target.parent_path(), error);
-  if (error) return FileSystemError("creating", target.parent_path(), error, field);
-  // The `..` prefix cannot collide with a payload path's first element (CleanPayloadPath refuses
-  // it).
-  const fs::path temporary = target.parent_path() / (".." + target.filename().string() + ".tmp");
-  fs::remove(temporary, error);  // a leftover of an interrupted run may be read-only
-  {
-    std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
-    stream.write(file.content.data(), static_cast<std::streamsize>(file.content.size()));
-    stream.close();
-    if (!stream) {
-      return Error{ErrorCode::kInternal, "writing " + temporary.string() + " failed", field};
-    }
-  }
-  fs::permissions(temporary, file.mode, fs::perm_options::replace, error);
-  if (error) return FileSystemError("setting the mode of", temporary, error, field);
-  fs::rename(temporary, target, error);
-  if (error) return FileSystemError("renaming into place", target, error, field);
-  return Ok();
-}
-
 }  // namespace
 
 Result<std::string> CleanPayloadPath(const std::string& path, const std::string& field) {
@@ -123,8 +100,9 @@ Result<void> WritePayload(const fs::path& directory, const Payload& payload,
     return pruned;
   }
   for (const auto& [path, file] : payload) {
-    if (Result<void> written = WriteFileAtomically(directory / path, file, field); !written.ok()) {
-      return written;
+    if (Status written = WriteFileAtomically(directory / path, file.content, file.mode);
+        !written.ok()) {
+      return Error{written.error().code, written.error().message, field};
     }
   }
   return Ok();

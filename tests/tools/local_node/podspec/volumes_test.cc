@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/polling.h"
 #include "tests/support/temporary_directory.h"
 #include "tests/tools/local_node/podspec/fake_pod_references.h"
 
@@ -23,12 +24,7 @@ using Json = nlohmann::json;
 
 const PodRuntimeFacts kFacts{.pod_ip = "10.1.0.7", .host_ip = "192.168.0.2"};
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream stream(path, std::ios::binary);
-  std::ostringstream content;
-  content << stream.rdbuf();
-  return content.str();
-}
+using fulcrum::testing::ReadFile;
 
 unsigned Mode(const fs::path& path) {
   return static_cast<unsigned>(fs::status(path).permissions()) & 0777;

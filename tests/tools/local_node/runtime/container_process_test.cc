@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/polling.h"
 #include "tests/support/temporary_directory.h"
 #include "tests/tools/local_node/runtime/command_lookup.h"
 
@@ -33,12 +34,7 @@ bool WaitUntilEnded(ContainerProcess& process, std::chrono::seconds timeout = 30
   return !process.Running();
 }
 
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using fulcrum::testing::ReadFile;
 
 class ContainerProcessTest : public ::testing::Test {
  protected:

@@ -1,33 +1,14 @@
 #include "tests/tools/local_node/runtime/state_files.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "tests/tools/local_node/atomic_file.h"
 
 namespace fulcrum::local_node {
 
 Status WriteJsonFile(const std::filesystem::path& path, const nlohmann::json& value) {
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  const std::string text = value.dump() + "\n";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return MakeError(ErrorCode::kInternal,
-                     "cannot write " + temporary.string() + ": " + std::strerror(errno));
-  }
-  const ssize_t written = ::write(fd, text.data(), text.size());
-  ::close(fd);
-  if (written != static_cast<ssize_t>(text.size())) {
-    return MakeError(ErrorCode::kInternal, "short write to " + temporary.string());
-  }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    return MakeError(ErrorCode::kInternal,
-                     "cannot rename " + temporary.string() + ": " + std::strerror(errno));
-  }
-  return Ok();
+  return WriteFileAtomically(path, value.dump() + "\n");
 }
 
 Result<std::optional<nlohmann::json>> ReadJsonFile(const std::filesystem::path& path) {
