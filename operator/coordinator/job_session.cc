@@ -27,6 +27,11 @@ Status ValidateReport(const fulcrum::v1::StepReport& report) {
   if (report.step() < 0) return InvalidArgument("step_report.step", "must be >= 0");
   if (report.local_batch() < 0) return InvalidArgument("step_report.local_batch", "must be >= 0");
   if (report.peak_memory() < 0) return InvalidArgument("step_report.peak_memory", "must be >= 0");
+  if (report.out_of_memory_micro_batch() < 0 ||
+      report.out_of_memory_micro_batch() > std::max(report.local_batch(), 0)) {
+    return InvalidArgument("step_report.out_of_memory_micro_batch",
+                           "must be in [0, local_batch]");
+  }
   for (auto [value, field] :
        {std::pair{report.compute_seconds(), "step_report.compute_seconds"},
         std::pair{report.comm_seconds(), "step_report.comm_seconds"},
@@ -271,6 +276,11 @@ Status JobSession::Report(std::string_view pod, const fulcrum::v1::StepReport& r
       report.after_compute_seconds() > 0.0 ? report.after_compute_seconds() : report.comm_seconds();
   observation.peak_memory_bytes = report.peak_memory();
   observation.out_of_memory = report.out_of_memory();
+  if (report.out_of_memory() && report.out_of_memory_micro_batch() > 0) {
+    // The trainer says which micro-batch failed (it may have split further than the plan).
+    observation.local_batch = report.out_of_memory_micro_batch();
+    observation.accumulation_steps = 1;
+  }
   if (Status status = controller_.Observe(observation); !status.ok()) return status;
 
   std::set<std::string>& reporters = reporters_by_step_[report.step()];

@@ -8,10 +8,14 @@ FULCRUM_TOOLS_DIR="${FULCRUM_TOOLS_DIR:-$FULCRUM_ROOT/tests/cluster/tools}"  # o
 # Versions we build. Changing one here (and regenerating its go.mod) changes the
 # cache key, so a new version is built next to the old one, never over it.
 KUBERNETES_VERSION=v1.34.4
-CUDA_RUNTIME_WHEEL=nvidia-cuda-runtime==13.5.37
-CUDA_CRT_WHEEL=nvidia-cuda-crt==13.5.37     # crt/ headers that cuda_runtime_api.h includes
-CUDA_CCCL_WHEEL=nvidia-cuda-cccl==13.3.5.0.6  # nv/target, included by cuda_fp16.h (via nccl.h)
-NCCL_WHEEL=nvidia-nccl-cu13==2.32.3
+# The CUDA build links the C++ libtorch inside PyPI's torch wheel; CUDA and NCCL are pinned to
+# the versions that wheel requires (its Requires-Dist: cuda-toolkit 13.0.2, nvidia-nccl-cu13),
+# so our code and libtorch load one libcudart and one libnccl.
+TORCH_CUDA_WHEEL=torch==2.11.0                # 2.11.0+cu130: CUDA 13.0
+CUDA_RUNTIME_WHEEL=nvidia-cuda-runtime==13.0.96
+CUDA_CRT_WHEEL=nvidia-cuda-crt==13.0.88      # crt/ headers that cuda_runtime_api.h includes
+CUDA_CCCL_WHEEL=nvidia-cuda-cccl==13.0.85     # nv/target, included by cuda_fp16.h (via nccl.h)
+NCCL_WHEEL=nvidia-nccl-cu13==2.28.9
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -40,4 +44,5 @@ K8S_API_MODULE_VERSION="v0.${KUBERNETES_VERSION#v1.}"
 # The -2 suffix: bump it when what stage k8s-protos writes changes.
 k8s_protos_dir() { printf '%s/k8s-protos-%s-3' "$FULCRUM_CACHE" "$K8S_API_MODULE_VERSION"; }
 
+torch_cuda_dir() { printf '%s/libtorch-cuda-%s' "$FULCRUM_CACHE" "$(printf '%s' "$TORCH_CUDA_WHEEL" | sha256sum | cut -c1-12)"; }
 cuda_dir() { printf '%s/cuda-%s' "$FULCRUM_CACHE" "$(printf '%s ' "$CUDA_RUNTIME_WHEEL" "$CUDA_CRT_WHEEL" "$CUDA_CCCL_WHEEL" "$NCCL_WHEEL" | sha256sum | cut -c1-12)"; }

@@ -1,6 +1,7 @@
 // Weighted aggregation is exact: 3 trainers with local batches {3, 5, 8} end with the same
 // parameters as 1 trainer with batch 16 (20 steps, SGD with momentum, MLP without BatchNorm).
-// Real processes, real Gloo over loopback (static groups, no coordinator needed).
+// So is a step retried in micro-steps after running out of memory (the CPU twin of a GPU's
+// out-of-memory error). Real processes, real Gloo over loopback (static groups, no coordinator).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -21,6 +22,17 @@ std::vector<float> FinalParameters(const std::string& directory, const std::stri
   std::vector<float> parameters(count);
   std::memcpy(parameters.data(), bytes.data() + kCheckpointPrefixBytes, count * sizeof(float));
   return parameters;
+}
+
+double MaxDifference(const std::vector<float>& expected, const std::vector<float>& actual) {
+  double max_difference = 0.0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    max_difference =
+        std::max(max_difference, static_cast<double>(std::abs(actual[i] - expected[i])));
+  }
+  std::cout << "max |difference| = " << max_difference << " over " << expected.size()
+            << " parameters\n";
+  return max_difference;
 }
 
 std::vector<std::string> StaticTrainer(const std::string& directory, int rank, int world, int port,
@@ -73,14 +85,7 @@ TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
   const std::vector<float> actual = FinalParameters(multi, multi + "/rank0.log");
   ASSERT_FALSE(expected.empty());
   ASSERT_EQ(actual.size(), expected.size());
-  double max_difference = 0.0;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    max_difference =
-        std::max(max_difference, static_cast<double>(std::abs(actual[i] - expected[i])));
-  }
-  EXPECT_LT(max_difference, 1e-5);
-  std::cout << "max |difference| = " << max_difference << " over " << expected.size()
-            << " parameters\n";
+  EXPECT_LT(MaxDifference(expected, actual), 1e-5);
 
   // Every rank ends bit-identical.
   std::set<std::string> checksums;
@@ -91,6 +96,32 @@ TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
     }
   }
   EXPECT_EQ(checksums.size(), 1u);
+}
+
+TEST(TrainerEquivalence, AStepThatRunsOutOfMemoryIsRetriedInMicroStepsToTheSameResult) {
+  const std::string whole = FreshDirectory("equivalence-whole");
+  const std::string split = FreshDirectory("equivalence-out-of-memory");
+  {
+    ChildProcess one(StaticTrainer(whole, 0, 1, FreeLoopbackPort(), "16"), whole + "/rank0.log");
+    ASSERT_EQ(one.Wait(std::chrono::seconds(120)), 0) << ReadFile(whole + "/rank0.log");
+  }
+  {
+    std::vector<std::string> args = StaticTrainer(split, 0, 1, FreeLoopbackPort(), "16");
+    args.insert(args.end(), {"--emulated-max-micro-batch", "5"});
+    ChildProcess one(args, split + "/rank0.log");
+    ASSERT_EQ(one.Wait(std::chrono::seconds(120)), 0) << ReadFile(split + "/rank0.log");
+  }
+  // 16 fails, then 8; 4 fits. The next step tries 6 (16 in 3) and settles on micro-batches <= 5.
+  const auto retries = ReadJsonLines(split + "/rank0.log", "out of memory: retrying the step in smaller micro-steps");
+  ASSERT_GE(retries.size(), 2u) << ReadFile(split + "/rank0.log");
+  EXPECT_EQ(retries.front()["failed_micro_batch"], 16);
+  EXPECT_EQ(retries.front()["micro_steps"], 2);
+  for (const auto& retry : retries) EXPECT_LT(retry["step"].get<int>(), 2);  // learned, not repeated
+  const std::vector<float> expected = FinalParameters(whole, whole + "/rank0.log");
+  const std::vector<float> actual = FinalParameters(split, split + "/rank0.log");
+  ASSERT_FALSE(expected.empty());
+  ASSERT_EQ(actual.size(), expected.size());
+  EXPECT_LT(MaxDifference(expected, actual), 1e-5);
 }
 
 }  // namespace

@@ -96,5 +96,25 @@ TEST(TrainerFlags, SlowdownFileDefaultsToTheEnvironmentsAndAFlagOverridesIt) {
   EXPECT_EQ(ParseTrainerFlags(overridden, environment)->slowdown_file, "/mine");
 }
 
+TEST(TrainerFlags, DeviceAndCollectiveDefaultToAutoAndRejectNcclOnTheCpu) {
+  const std::vector<std::string> base = {"--coordinator", "h:1", "--token-file", "t"};
+  const Result<TrainerFlags> defaults = ParseTrainerFlags(base);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->device, DeviceKind::kAuto);
+  EXPECT_EQ(defaults->collective, CollectiveKind::kAuto);
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return ParseTrainerFlags(args);
+  };
+  EXPECT_EQ(with({"--device", "cuda", "--collective", "nccl"})->collective, CollectiveKind::kNccl);
+  EXPECT_EQ(with({"--device", "gpu"}).error().field, "--device");
+  EXPECT_EQ(with({"--collective", "mpi"}).error().field, "--collective");
+  EXPECT_EQ(with({"--device", "cpu", "--collective", "nccl"}).error().field, "--collective");
+  EXPECT_EQ(with({"--device-index", "-1"}).error().field, "--device-index");
+  EXPECT_EQ(with({"--emulated-max-micro-batch", "-2"}).error().field, "--emulated-max-micro-batch");
+  EXPECT_EQ(with({"--model", "resnet18"})->model, ModelKind::kResNet18);
+}
+
 }  // namespace
 }  // namespace fulcrum::trainer

@@ -110,6 +110,7 @@ Result<std::unique_ptr<Dataset>> MakeDataset(const TrainerFlags& flags) {
           flags.dataset_size, std::vector<int64_t>{flags.input_features}, flags.classes,
           flags.seed));
     case ModelKind::kCnn:
+    case ModelKind::kResNet18:
       return std::unique_ptr<Dataset>(std::make_unique<SyntheticDataset>(
           flags.dataset_size, std::vector<int64_t>{3, flags.image_size, flags.image_size},
           flags.classes, flags.seed));

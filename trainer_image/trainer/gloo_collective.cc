@@ -68,7 +68,61 @@ class GlooCollective final : public Collective {
   CollectiveOptions options_;
 };
 
+// The generation's c10d store as the torch-free RendezvousStore the NCCL backend uses.
+class C10dRendezvousStore final : public RendezvousStore {
+ public:
+  explicit C10dRendezvousStore(c10::intrusive_ptr<c10d::Store> store) : store_(std::move(store)) {}
+  Status Set(const std::string& key, const std::vector<std::byte>& value) override {
+    try {
+      const auto* data = reinterpret_cast<const uint8_t*>(value.data());
+      store_->set(key, std::vector<uint8_t>(data, data + value.size()));
+      return Ok();
+    } catch (const std::exception& error) {
+      return MakeError(ErrorCode::kUnavailable, "store set " + key + ": " + error.what());
+    }
+  }
+  Result<std::vector<std::byte>> Get(const std::string& key) override {
+    try {
+      const std::vector<uint8_t> value = store_->get(key);
+      const auto* data = reinterpret_cast<const std::byte*>(value.data());
+      return std::vector<std::byte>(data, data + value.size());
+    } catch (const std::exception& error) {
+      return MakeError(ErrorCode::kUnavailable, "store get " + key + ": " + error.what());
+    }
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+};
+
+// The generation's store: the TCPStore at the rendezvous address, under the generation prefix.
+c10::intrusive_ptr<c10d::Store> ConnectPrefixedStore(const std::pair<std::string, int>& address,
+                                                     const std::string& prefix,
+                                                     std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(address.second);
+  store_options.isServer = false;
+  store_options.waitWorkers = false;
+  store_options.timeout = timeout;
+  auto tcp = c10::make_intrusive<c10d::TCPStore>(address.first, store_options);
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
+}
+
 }  // namespace
+
+Result<std::unique_ptr<RendezvousStore>> ConnectRendezvousStore(
+    const std::string& rendezvous_address, const std::string& prefix,
+    std::chrono::milliseconds timeout) {
+  Result<std::pair<std::string, int>> address = SplitAddress(rendezvous_address);
+  if (!address.ok()) return address.error();
+  try {
+    return std::unique_ptr<RendezvousStore>(
+        std::make_unique<C10dRendezvousStore>(ConnectPrefixedStore(*address, prefix, timeout)));
+  } catch (const std::exception& error) {
+    return MakeError(ErrorCode::kUnavailable,
+                     "cannot reach the store at " + rendezvous_address + ": " + error.what());
+  }
+}
 
 struct StoreServer::Impl {
   c10::intrusive_ptr<c10d::TCPStore> store;
@@ -100,13 +154,7 @@ Result<std::unique_ptr<Collective>> ConnectGloo(const std::string& rendezvous_ad
   Result<std::pair<std::string, int>> address = SplitAddress(rendezvous_address);
   if (!address.ok()) return address.error();
   try {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = static_cast<std::uint16_t>(address->second);
-    store_options.isServer = false;
-    store_options.waitWorkers = false;
-    store_options.timeout = options.timeout;
-    auto tcp = c10::make_intrusive<c10d::TCPStore>(address->first, store_options);
-    auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
+    auto store = ConnectPrefixedStore(*address, prefix, options.timeout);
     auto group_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     group_options->devices.push_back(
         c10d::ProcessGroupGloo::createDeviceForHostname(options.interface_host));

@@ -2,6 +2,7 @@
 // process group of one generation. Torch-free header; the c10d types stay in the .cc.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -24,6 +25,12 @@ class StoreServer {
   std::unique_ptr<Impl> impl_;
   std::string address_;
 };
+
+// A client of the store at `rendezvous_address` under `prefix`, for backends that exchange
+// their own connection details (NCCL's unique id). Get waits up to `timeout` for a key.
+Result<std::unique_ptr<RendezvousStore>> ConnectRendezvousStore(
+    const std::string& rendezvous_address, const std::string& prefix,
+    std::chrono::milliseconds timeout);
 
 // Connects to the store at `rendezvous_address` ("host:port") under `prefix` (a fresh prefix
 // per generation, so keys of an aborted generation never mix in) and builds the Gloo group.

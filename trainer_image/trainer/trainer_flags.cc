@@ -14,14 +14,17 @@ const char* const kTrainerUsage =
     "usage: fulcrum-trainer (--coordinator HOST:PORT --token-file F | --world-size N --rank R\n"
     "                        --rendezvous HOST:PORT --batches B0,B1,...) [options]\n"
     "  membership: --job NAME --pod NAME --node NAME --gpu-product LABEL --host ADDR\n"
-    "  model:      --model mlp|cnn|torchscript --torchscript FILE --data-file FILE\n"
+    "  model:      --model mlp|cnn|resnet18|torchscript --torchscript FILE --data-file FILE\n"
     "              --record-features D --dataset-size N --input-features D --hidden H\n"
     "              --image-size S --classes C --shuffle true|false --seed N\n"
     "  optimizer:  --optimizer sgd|adam --lr F --momentum F --steps N (0: until stopped)\n"
     "  state:      --checkpoint-dir DIR --checkpoint-every N\n"
     "  runtime:    --metrics-port P (-1 off) --collective-timeout-ms MS --bucket-elements N\n"
     "              --threads N --sample-log FILE\n"
-    "  emulation:  --emulated-slowdown F --slowdown-file FILE (default $FULCRUM_SLOWDOWN_FILE;\n"
+    "  device:     --device auto|cpu|cuda (auto: cuda when a GPU is visible) --device-index N\n"
+    "              --collective auto|gloo|nccl (auto: nccl on cuda, gloo on the CPU)\n"
+    "  emulation:  --emulated-slowdown F --slowdown-file FILE (default $FULCRUM_SLOWDOWN_FILE)\n"
+    "              --emulated-max-micro-batch N (larger micro-batches fail as out of memory;\n"
     "              tests and demos only)\n";
 
 namespace {
@@ -95,6 +98,12 @@ Status Validate(const TrainerFlags& flags) {
     return InvalidArgument("--collective-timeout-ms", "must be >= 100");
   if (flags.bucket_elements < 1024) return InvalidArgument("--bucket-elements", "must be >= 1024");
   if (flags.threads < 1) return InvalidArgument("--threads", "must be >= 1");
+  if (flags.device_index < 0) return InvalidArgument("--device-index", "must be >= 0");
+  if (flags.device == DeviceKind::kCpu && flags.collective == CollectiveKind::kNccl) {
+    return InvalidArgument("--collective", "nccl needs --device cuda; use gloo on the CPU");
+  }
+  if (flags.emulated_max_micro_batch < 0)
+    return InvalidArgument("--emulated-max-micro-batch", "must be >= 0 (0: off)");
   return Ok();
 }
 
@@ -136,10 +145,12 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
            f.model = ModelKind::kMlp;
          else if (v == "cnn")
            f.model = ModelKind::kCnn;
+         else if (v == "resnet18")
+           f.model = ModelKind::kResNet18;
          else if (v == "torchscript")
            f.model = ModelKind::kTorchScript;
          else
-           return InvalidArgument(flag, "must be mlp, cnn or torchscript");
+           return InvalidArgument(flag, "must be mlp, cnn, resnet18 or torchscript");
          return Ok();
        }},
       {"--torchscript", text(&f.torchscript)},
@@ -174,6 +185,32 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
       {"--bucket-elements", number(&f.bucket_elements)},
       {"--sample-log", text(&f.sample_log)},
       {"--threads", number(&f.threads)},
+      {"--device",
+       [&](auto& flag, auto& v) -> Status {
+         if (v == "auto")
+           f.device = DeviceKind::kAuto;
+         else if (v == "cpu")
+           f.device = DeviceKind::kCpu;
+         else if (v == "cuda")
+           f.device = DeviceKind::kCuda;
+         else
+           return InvalidArgument(flag, "must be auto, cpu or cuda");
+         return Ok();
+       }},
+      {"--device-index", number(&f.device_index)},
+      {"--collective",
+       [&](auto& flag, auto& v) -> Status {
+         if (v == "auto")
+           f.collective = CollectiveKind::kAuto;
+         else if (v == "gloo")
+           f.collective = CollectiveKind::kGloo;
+         else if (v == "nccl")
+           f.collective = CollectiveKind::kNccl;
+         else
+           return InvalidArgument(flag, "must be auto, gloo or nccl");
+         return Ok();
+       }},
+      {"--emulated-max-micro-batch", number(&f.emulated_max_micro_batch)},
   };
   if (Status status = flags::ApplyFlags(args, setters); !status.ok()) return status.error();
   if (f.node.empty()) f.node = Hostname();

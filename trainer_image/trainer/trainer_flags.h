@@ -10,8 +10,10 @@
 
 namespace fulcrum::trainer {
 
-enum class ModelKind { kMlp, kCnn, kTorchScript };
+enum class ModelKind { kMlp, kCnn, kResNet18, kTorchScript };
 enum class OptimizerKind { kSgd, kAdam };
+enum class DeviceKind { kAuto, kCpu, kCuda };      // auto: cuda when a GPU is visible
+enum class CollectiveKind { kAuto, kGloo, kNccl };  // auto: nccl on cuda, gloo on the CPU
 
 struct TrainerFlags {
   // Membership: a coordinator (normal), or a fixed group for tests and benchmarks.
@@ -54,6 +56,12 @@ struct TrainerFlags {
   int64_t bucket_elements = 1 << 20;
   std::string sample_log;  // JSON lines of the sample indices of every committed step
   int threads = 1;         // torch intra-op threads
+  DeviceKind device = DeviceKind::kAuto;
+  int device_index = 0;  // which visible CUDA device
+  CollectiveKind collective = CollectiveKind::kAuto;
+  // The CPU twin of running out of accelerator memory: a micro-batch larger than this raises
+  // the same out-of-memory error a GPU would (0: off). Tests and demos only.
+  int emulated_max_micro_batch = 0;
 };
 
 extern const char* const kTrainerUsage;

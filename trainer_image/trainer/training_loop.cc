@@ -3,12 +3,15 @@
 #include <sys/resource.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <numeric>
 #include <thread>
 
 #include "common/log.h"
+#include "trainer_image/trainer/compute_device.h"
+#include "trainer_image/trainer/connect_collective.h"
 #include "trainer_image/trainer/coordinator_link.h"
 #include "trainer_image/trainer/dataset.h"
 #include "trainer_image/trainer/cpu_allocator.h"
@@ -31,11 +34,17 @@ double SecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
 
-int64_t PeakResidentBytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+// GPU Feature Discovery labels spell the product with dashes where CUDA has spaces.
+std::string AsProductLabel(std::string name) {
+  std::replace(name.begin(), name.end(), ' ', '-');
+  return name;
 }
+
+// Where a micro-batch ran out of memory, and what the step did about it.
+struct OutOfMemory {
+  int micro_batch = 0;  // samples in the micro-step that failed (0: none failed)
+  int micro_steps = 1;  // micro-steps the step finally ran with
+};
 
 // The small vector all-reduced beside the gradients every step. It carries what the ranks
 // must agree on after the step, so they all act on the same step: the batch sum B, the loss,
@@ -67,6 +76,10 @@ class Trainer {
   Status SyncState(Collective& collective);
   Result<bool> TrainStep(Collective& collective, const fulcrum::v1::Assignment& base,
                          fulcrum::v1::Assignment& plan);
+  double ForwardBackward(const std::vector<int64_t>& indices, int planned_micro_steps,
+                         OutOfMemory& out_of_memory);
+  void ForwardBackwardOnce(const std::vector<int64_t>& indices, int micro_steps,
+                           double& loss_sum);
   void WriteCheckpointNow(const char* why);
   void HandleControls();
   bool WantsToLeave(int64_t generation) const;
@@ -76,6 +89,11 @@ class Trainer {
   TrainerFlags flags_;
   const std::atomic<int>& stop_signal_;
   EmulatedSlowdown slowdown_;
+  std::unique_ptr<ComputeDevice> compute_;
+  CollectiveKind collective_kind_ = CollectiveKind::kGloo;
+  // Learned from out-of-memory errors: the largest micro-batch this device has been seen to
+  // fail at, minus one (max(): none seen). Steps split their batch so no micro-step exceeds it.
+  int micro_batch_limit_ = std::numeric_limits<int>::max();
   std::unique_ptr<TrainingModel> model_;
   std::unique_ptr<Dataset> dataset_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -103,9 +121,21 @@ class Trainer {
 Status Trainer::Init() {
   KeepFreedCpuMemory(job());
   torch::set_num_threads(flags_.threads);
+  Result<std::unique_ptr<ComputeDevice>> compute =
+      OpenComputeDevice(flags_.device, flags_.device_index);
+  if (!compute.ok()) return compute.error();
+  compute_ = std::move(*compute);
+  const bool on_cuda = compute_->device().is_cuda();
+  collective_kind_ = flags_.collective;
+  if (collective_kind_ == CollectiveKind::kAuto)
+    collective_kind_ = on_cuda ? CollectiveKind::kNccl : CollectiveKind::kGloo;
+  if (collective_kind_ == CollectiveKind::kNccl && !on_cuda) {
+    return InvalidArgument("--collective", "nccl needs a CUDA device (--device cuda); use gloo");
+  }
   Result<std::unique_ptr<TrainingModel>> model = MakeModel(flags_);
   if (!model.ok()) return model.error();
   model_ = std::move(*model);
+  model_->To(compute_->device());
   Result<std::unique_ptr<Dataset>> dataset = MakeDataset(flags_);
   if (!dataset.ok()) return dataset.error();
   dataset_ = std::move(*dataset);
@@ -187,7 +217,18 @@ Status Trainer::Init() {
     options.hello.set_job(flags_.job);
     options.hello.set_pod(flags_.pod);
     options.hello.set_node(flags_.node);
-    options.hello.set_gpu_product(flags_.gpu_product);
+    // The device's own name and memory where there is one; the node's label otherwise.
+    std::string product = flags_.gpu_product;
+    if (!compute_->product().empty()) {
+      const std::string reported = AsProductLabel(compute_->product());
+      if (product != "cpu" && !product.empty() && product != reported) {
+        log::Warn("trainer", job(), "--gpu-product differs from the device; using the device's",
+                  {{"flag", product}, {"device", reported}});
+      }
+      product = reported;
+    }
+    options.hello.set_gpu_product(product);
+    options.hello.set_gpu_memory(compute_->memory_bytes());
     options.hello.set_token(token);
     options.hello.set_store_address(store_->address());
     options.hello.set_step(progress_.step);
@@ -195,6 +236,9 @@ Status Trainer::Init() {
   }
   log::Info("trainer", job(), "started",
             {{"pod", flags_.pod},
+             {"device", compute_->device().str()},
+             {"device_product", compute_->product()},
+             {"collective", collective_kind_ == CollectiveKind::kNccl ? "nccl" : "gloo"},
              {"parameters", gradients_.size()},
              {"step", progress_.step},
              {"metrics_port", metrics_->port()},
@@ -350,8 +394,8 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
   options.timeout = std::chrono::milliseconds(flags_.collective_timeout_ms);
   const std::string prefix =
       "fulcrum/" + job() + "/gen-" + std::to_string(assignment.generation()) + "/";
-  Result<std::unique_ptr<Collective>> collective =
-      ConnectGloo(assignment.rendezvous_address(), prefix, options);
+  Result<std::unique_ptr<Collective>> collective = ConnectCollective(
+      collective_kind_, assignment.rendezvous_address(), prefix, options, flags_.device_index);
   if (!collective.ok()) {
     log::Warn("trainer", job(), "fell out: cannot form the group",
               {{"error", collective.error().ToString()}});
@@ -390,10 +434,80 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
   }
 }
 
+// Forward and backward on sum-reduced loss (the gradient is b_i times the local mean), in
+// `micro_steps` slices whose gradients accumulate: the same sum whatever the split.
+void Trainer::ForwardBackwardOnce(const std::vector<int64_t>& indices, int micro_steps,
+                                  double& loss_sum) {
+  for (torch::Tensor& parameter : parameters_) {
+    if (parameter.grad().defined()) parameter.mutable_grad().zero_();
+  }
+  loss_sum = 0.0;
+  const torch::Device device = compute_->device();
+  for (int micro = 0; micro < micro_steps; ++micro) {
+    const std::size_t begin =
+        indices.size() * static_cast<std::size_t>(micro) / static_cast<std::size_t>(micro_steps);
+    const std::size_t end = indices.size() * static_cast<std::size_t>(micro + 1) /
+                            static_cast<std::size_t>(micro_steps);
+    const auto samples = static_cast<int>(end - begin);
+    // The CPU twin of a GPU running out of memory: the same error, from a configured limit.
+    TORCH_CHECK_WITH(OutOfMemoryError,
+                     flags_.emulated_max_micro_batch == 0 ||
+                         samples <= flags_.emulated_max_micro_batch,
+                     "EMULATED out of memory: micro-batch of ", samples,
+                     " > --emulated-max-micro-batch ", flags_.emulated_max_micro_batch);
+    Batch batch = dataset_->Get(std::span(indices).subspan(begin, end - begin));
+    torch::Tensor loss = torch::nn::functional::cross_entropy(
+        model_->Forward(batch.inputs.to(device)), batch.targets.to(device),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    loss.backward();
+    loss_sum += loss.item<double>();
+  }
+}
+
+// Runs the step's forward and backward; when the device runs out of memory, frees what the
+// failed attempt held and retries the same samples in twice as many micro-steps (gradient
+// accumulation), down to one sample per micro-step, instead of dying. The limit is kept for
+// later steps, and the step's report tells the balancer, which lowers this worker's cap.
+double Trainer::ForwardBackward(const std::vector<int64_t>& indices, int planned_micro_steps,
+                                OutOfMemory& out_of_memory) {
+  const int local_batch = static_cast<int>(indices.size());
+  if (local_batch == 0) {
+    for (torch::Tensor& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
+    return 0.0;
+  }
+  auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
+  int micro_steps = std::clamp(planned_micro_steps, 1, local_batch);
+  if (micro_batch_limit_ < local_batch)
+    micro_steps = std::max(micro_steps, ceil_div(local_batch, micro_batch_limit_));
+  double loss_sum = 0.0;
+  while (true) {
+    try {
+      ForwardBackwardOnce(indices, micro_steps, loss_sum);
+      out_of_memory.micro_steps = micro_steps;
+      return loss_sum;
+    } catch (const c10::OutOfMemoryError& error) {
+      const int failed = ceil_div(local_batch, micro_steps);
+      out_of_memory.micro_batch = std::max(out_of_memory.micro_batch, failed);
+      for (torch::Tensor& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
+      compute_->ReleaseCachedMemory();
+      if (failed <= 1) throw;  // one sample does not fit: nothing left to split
+      micro_batch_limit_ = std::min(micro_batch_limit_, failed - 1);
+      micro_steps = std::min(local_batch, micro_steps * 2);
+      log::Warn("trainer", job(), "out of memory: retrying the step in smaller micro-steps",
+                {{"step", progress_.step},
+                 {"failed_micro_batch", failed},
+                 {"micro_steps", micro_steps},
+                 {"error", std::string(error.what()).substr(0, 200)}});
+    }
+  }
+}
+
 Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assignment& base,
                                 fulcrum::v1::Assignment& plan) {
   const auto start = SteadyClock::now();
   const double cpu_start = ProcessCpuSeconds();
+  compute_->ResetPeakMemory();
+  compute_->StartCompute();
   const int world = collective.world_size();
   const std::vector<int> batches(plan.batches().begin(), plan.batches().end());
   Result<PositionRange> range = ShardForRank(progress_.cursor, batches, rank_);
@@ -401,31 +515,18 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   const std::vector<int64_t> indices = order_->Indices(*range);
   const int local_batch = static_cast<int>(indices.size());
 
-  // Forward and backward on sum-reduced loss: the gradient is b_i times the local mean.
-  for (torch::Tensor& parameter : parameters_) {
-    if (parameter.grad().defined()) parameter.mutable_grad().zero_();
-  }
-  double loss_sum = 0.0;
-  const int micro_steps =
-      std::max(1, std::min(plan.accumulation_steps(), std::max(1, local_batch)));
-  for (int micro = 0; micro < micro_steps && local_batch > 0; ++micro) {
-    const std::size_t begin =
-        indices.size() * static_cast<std::size_t>(micro) / static_cast<std::size_t>(micro_steps);
-    const std::size_t end = indices.size() * static_cast<std::size_t>(micro + 1) /
-                            static_cast<std::size_t>(micro_steps);
-    Batch batch = dataset_->Get(std::span(indices).subspan(begin, end - begin));
-    torch::Tensor loss = torch::nn::functional::cross_entropy(
-        model_->Forward(batch.inputs), batch.targets,
-        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-    loss.backward();
-    loss_sum += loss.item<double>();
-  }
+  OutOfMemory out_of_memory;
+  const double loss_sum = ForwardBackward(indices, plan.accumulation_steps(), out_of_memory);
+  const double device_compute_seconds = compute_->FinishComputeSeconds();
   const double factor = slowdown_.Current(job());
+  double emulated_seconds = 0.0;
   if (factor > 1.0) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(EmulatedSlowdown::SleepSeconds(
-        factor, SecondsSince(start), ProcessCpuSeconds() - cpu_start)));
+    emulated_seconds = EmulatedSlowdown::SleepSeconds(factor, SecondsSince(start),
+                                                      ProcessCpuSeconds() - cpu_start);
+    std::this_thread::sleep_for(std::chrono::duration<double>(emulated_seconds));
   }
-  const double compute_seconds = SecondsSince(start);
+  // The device's clock (CUDA events on a GPU), plus the emulated slowdown's sleep if any.
+  const double compute_seconds = device_compute_seconds + emulated_seconds;
   // Everything after compute is split-independent (packing, all-reduce, optimizer update) except
   // the wait for slower ranks; the coordinator takes the least over ranks as the step's tail.
   const auto after_compute = SteadyClock::now();
@@ -433,11 +534,12 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   std::size_t offset = 0;
   for (const torch::Tensor& parameter : parameters_) {
     const auto count = static_cast<std::size_t>(parameter.numel());
+    torch::Tensor host = torch::from_blob(gradients_.data() + offset,
+                                          {static_cast<int64_t>(count)}, torch::kFloat32);
     if (parameter.grad().defined()) {
-      std::memcpy(gradients_.data() + offset, parameter.grad().contiguous().data_ptr<float>(),
-                  count * sizeof(float));
+      host.copy_(parameter.grad().reshape({-1}));  // device to host on a GPU
     } else {
-      std::fill_n(gradients_.begin() + static_cast<std::ptrdiff_t>(offset), count, 0.0f);
+      host.zero_();
     }
     offset += count;
   }
@@ -478,9 +580,9 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
           torch::from_blob(gradients_.data() + offset, parameter.sizes(), torch::kFloat32)
               .div(static_cast<float>(global_batch));
       if (parameter.grad().defined()) {
-        parameter.mutable_grad().copy_(mean);
+        parameter.mutable_grad().copy_(mean);  // host to device on a GPU
       } else {
-        parameter.mutable_grad() = mean;
+        parameter.mutable_grad() = mean.to(parameter.device());
       }
       offset += count;
     }
@@ -514,7 +616,11 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   report.set_compute_seconds(compute_seconds);
   report.set_comm_seconds(comm_seconds);
   report.set_after_compute_seconds(after_compute_seconds);
-  report.set_peak_memory(PeakResidentBytes());
+  report.set_peak_memory(compute_->PeakMemoryBytes());
+  if (out_of_memory.micro_batch > 0) {
+    report.set_out_of_memory(true);
+    report.set_out_of_memory_micro_batch(out_of_memory.micro_batch);
+  }
   report.set_loss(local_batch > 0 ? loss_sum / local_batch : 0.0);
   report.set_step_seconds(step_seconds);
   const auto report_start = SteadyClock::now();

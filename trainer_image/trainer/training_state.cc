@@ -62,7 +62,7 @@ std::vector<std::byte> PackState(const std::vector<torch::Tensor>& tensors, Prog
   std::memcpy(bytes.data() + sizeof(int64_t), &progress.cursor, sizeof(int64_t));
   std::size_t offset = kHeaderBytes;
   for (const torch::Tensor& tensor : tensors) {
-    const torch::Tensor dense = tensor.detach().contiguous();
+    const torch::Tensor dense = tensor.detach().to(torch::kCPU).contiguous();  // GPU: copied
     std::memcpy(bytes.data() + offset, dense.data_ptr(), dense.nbytes());
     offset += dense.nbytes();
   }
@@ -83,8 +83,9 @@ Result<Progress> UnpackState(std::span<const std::byte> bytes,
   std::size_t offset = kHeaderBytes;
   torch::NoGradGuard no_grad;
   for (const torch::Tensor& tensor : tensors) {
-    // Tensors own contiguous storage here (parameters, buffers, optimizer state).
-    std::memcpy(tensor.data_ptr(), bytes.data() + offset, tensor.nbytes());
+    // Through copy_, so GPU tensors are filled as well as CPU ones.
+    tensor.copy_(torch::from_blob(const_cast<std::byte*>(bytes.data() + offset), tensor.sizes(),
+                                  tensor.options().device(torch::kCPU)));
     offset += tensor.nbytes();
   }
   return progress;
@@ -93,7 +94,7 @@ Result<Progress> UnpackState(std::span<const std::byte> bytes,
 std::string Checksum(const std::vector<torch::Tensor>& tensors) {
   uint64_t hash = 1469598103934665603ULL;
   for (const torch::Tensor& tensor : tensors)
-    hash = Fnv1a(BytesOf(tensor.detach().contiguous()), hash);
+    hash = Fnv1a(BytesOf(tensor.detach().to(torch::kCPU).contiguous()), hash);
   char text[17];
   std::snprintf(text, sizeof text, "%016lx", static_cast<unsigned long>(hash));
   return text;

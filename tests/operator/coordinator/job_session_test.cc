@@ -216,6 +216,44 @@ TEST_F(JobSessionTest, TheIdealStepCountsEverythingAfterComputeNotJustTheAllRedu
   EXPECT_EQ(refused.error().field, "step_report.after_compute_seconds");
 }
 
+TEST_F(JobSessionTest, AnOutOfMemoryMicroBatchCapsThatWorkerBelowIt) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  // Equal workers split 15/15 until a reports that a micro-batch of 8 ran out of memory (it
+  // retried the step in smaller micro-steps itself): a must never be planned 8 or more again.
+  for (int64_t step = 0; step < 40; ++step) {
+    Outbox out;
+    const auto plan = job_->Snapshot().plan;
+    fulcrum::v1::StepReport report;
+    report.set_generation(1);
+    report.set_step(step);
+    report.set_local_batch(plan[0]);
+    report.set_compute_seconds(0.001 * plan[0]);
+    report.set_step_seconds(0.001 * plan[0]);
+    if (step == 5) {
+      report.set_out_of_memory(true);
+      report.set_out_of_memory_micro_batch(8);
+    }
+    ASSERT_TRUE(job_->Report("a", report, now_, out).ok());
+    ASSERT_TRUE(Report("b", 1, step, plan[1], 0.001 * plan[1], out).ok());
+  }
+  const auto plan = job_->Snapshot().plan;
+  EXPECT_LE(plan[0], 7);
+  EXPECT_EQ(plan[0] + plan[1], 30);
+
+  fulcrum::v1::StepReport impossible;
+  impossible.set_generation(1);
+  impossible.set_step(40);
+  impossible.set_local_batch(4);
+  impossible.set_out_of_memory(true);
+  impossible.set_out_of_memory_micro_batch(9);
+  Outbox bad;
+  const Status refused = job_->Report("a", impossible, now_, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().field, "step_report.out_of_memory_micro_batch");
+}
+
 TEST(TokenFile, ParsesJobTokenPairsAndNamesTheBadLine) {
   auto tokens = ParseTokenFile("# comment\njob-a token-aaaaaaaa\n\njob-b token-bbbbbbbb\n");
   ASSERT_TRUE(tokens.ok());

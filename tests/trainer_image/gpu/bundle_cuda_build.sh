@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Bundles the CUDA build's GPU-check binaries (stripped) and the shared libraries they need
+# beyond libtorch, CUDA and the C library (gRPC, protobuf, abseil, prometheus-cpp, ...) into one
+# folder, for a GPU machine that has a CUDA torch 2.11 but none of Debian's packages. Then, on
+# that machine: run_gpu_checks.sh DIR/bin DIR/lib OUT.
+#
+#   bundle_cuda_build.sh CUDA_BUILD_DIR DIR
+set -euo pipefail
+build=${1:?CUDA_BUILD_DIR}; dir=${2:?DIR}
+rm -rf "$dir"; mkdir -p "$dir/bin" "$dir/lib"
+binaries=(
+  trainer_image/trainer/fulcrum-trainer
+  trainer_image/trainer/fulcrum-nccl-collective-check
+  trainer_image/gpu/fulcrum-gpu-probe
+  bench/trainer/fulcrum-step-curve
+  tests/trainer_image/trainer_core_test
+)
+for binary in "${binaries[@]}"; do
+  strip -o "$dir/bin/$(basename "$binary")" "$build/$binary"
+done
+# Every library the binaries load that is neither libtorch's, CUDA's, nor the C/C++ runtime
+# (which the GPU machine has, newer).
+ldd "$dir"/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+  case $(basename "$lib") in
+    libtorch*|libc10*|libcudart*|libnccl*|libgomp*|libc.so*|libm.so*|libstdc++*|libgcc_s*|ld-linux*|libpthread*|libdl.so*|librt.so*) continue ;;
+  esac
+  strip -o "$dir/lib/$(basename "$lib")" "$lib" 2>/dev/null || cp "$lib" "$dir/lib/"
+done
+du -sh "$dir/bin" "$dir/lib"

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The GPU checks of the CUDA build (docs/trainer.md, "On a GPU"), run on a machine with one
+# NVIDIA GPU and a CUDA torch 2.11 installed for Python (its libtorch and CUDA libraries are the
+# ones the CUDA build links against). Everything it measures is a GPU figure; nothing here is
+# emulated. Writes logs and JSON into OUT_DIR and prints a summary.
+#
+#   run_gpu_checks.sh BIN_DIR LIB_DIR OUT_DIR
+#     BIN_DIR  fulcrum-trainer, fulcrum-step-curve, fulcrum-gpu-probe,
+#              fulcrum-nccl-collective-check, trainer_core_test (CUDA build)
+#     LIB_DIR  the build machine's shared libraries they need beyond libtorch/CUDA (gRPC, ...)
+#   ONLY="name ..." runs only the checks whose names start with one of those words.
+# Logs end up in OUT_DIR/logs.tar.gz, the c(b) curves in OUT_DIR/curve_*.json.
+set -uo pipefail
+bin=${1:?BIN_DIR}; libs=${2:?LIB_DIR}; out=${3:?OUT_DIR}
+mkdir -p "$out"
+
+torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+site=$(dirname "$(dirname "$torch_lib")")
+cuda_libs=$(find "$site/nvidia" -name 'libcudart.so.13' -o -name 'libnccl.so.2' | xargs -r -n1 dirname | sort -u | tr '\n' ':')
+export LD_LIBRARY_PATH="$torch_lib:$cuda_libs$libs"
+echo "libtorch from $torch_lib ($(python3 -c 'import torch; print(torch.__version__)'))"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+
+failures=0
+logs="$out/logs"; mkdir -p "$logs"
+wanted() {
+  [[ -z ${ONLY:-} ]] && return 0
+  local word; for word in $ONLY; do [[ $1 == "$word"* ]] && return 0; done; return 1
+}
+check() {  # check NAME COMMAND...: runs it, logs to OUT/logs/NAME.log, counts failures
+  local name=$1; shift
+  wanted "$name" || return 0
+  local start=$SECONDS
+  if "$@" >"$logs/$name.log" 2>&1; then
+    echo "PASS $name ($((SECONDS - start)) s)"
+  else
+    echo "FAIL $name (exit $?, $((SECONDS - start)) s); last lines:"; tail -5 "$logs/$name.log"
+    failures=$((failures + 1))
+  fi
+}
+
+trainer() {  # one static rank on this GPU; the rendezvous store on a free loopback port
+  local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$bin/fulcrum-trainer" --world-size 1 --rank 0 --rendezvous "127.0.0.1:$port" "$@"
+}
+
+check gpu_probe "$bin/fulcrum-gpu-probe"
+check nccl_collective_check "$bin/fulcrum-nccl-collective-check"
+check trainer_core_test "$bin/trainer_core_test"
+
+# Training the CNN on the GPU through NCCL (a world of one: this machine has one GPU).
+wanted train && {
+check train_cnn_cuda_nccl trainer --device cuda --collective nccl --model cnn --image-size 32 \
+  --hidden 64 --batches 256 --steps 200 --dataset-size 51200 --lr 0.05
+grep -q '"device":"cuda:0"' "$logs/train_cnn_cuda_nccl.log" || { echo "FAIL: trainer did not run on cuda:0"; failures=$((failures + 1)); }
+grep -q '"collective":"nccl"' "$logs/train_cnn_cuda_nccl.log" || { echo "FAIL: trainer did not use NCCL"; failures=$((failures + 1)); }
+grep '"finished"' "$logs/train_cnn_cuda_nccl.log"
+}
+
+# Single-GPU equivalence: the same 20 MLP steps on the GPU and on the CPU end at the same
+# parameters within float tolerance.
+for device in cuda cpu; do
+  rm -rf "$logs/equivalence-$device"
+  check "equivalence_$device" trainer --device "$device" --model mlp --batches 16 --steps 20 \
+    --optimizer sgd --momentum 0.9 --lr 0.05 --checkpoint-dir "$logs/equivalence-$device"
+done
+check equivalence_compare python3 "$(dirname "$0")/compare_checkpoints.py" \
+  "$logs/equivalence-cuda/checkpoint-000000000020.bin" "$logs/equivalence-cpu/checkpoint-000000000020.bin" 1e-4
+wanted equivalence_compare && cat "$logs/equivalence_compare.log"
+
+# Out of memory on purpose: a ResNet-18 batch far beyond the GPU's memory. The trainer must
+# catch it, retry in micro-steps, finish its steps and say so in its log.
+wanted out_of_memory && {
+check out_of_memory_recovered trainer --device cuda --model resnet18 --image-size 224 \
+  --batches 4096 --steps 3 --dataset-size 4096 --threads 16
+grep -E 'out of memory|"finished"' "$logs/out_of_memory_recovered.log" | cut -c1-400
+grep -c 'out of memory: retrying' "$logs/out_of_memory_recovered.log" | sed 's/^/out-of-memory retries logged: /'
+grep -q 'out of memory: retrying' "$logs/out_of_memory_recovered.log" || { echo "FAIL: no out-of-memory retry logged"; failures=$((failures + 1)); }
+}
+
+# c(b) for b = 1..512: the small CNN and ResNet-18 (CIFAR-sized and ImageNet-sized inputs).
+check curve_cnn "$bin/fulcrum-step-curve" --device cuda --model cnn --image-size 32 --hidden 64 --threads 8
+wanted curve_cnn && cp "$logs/curve_cnn.log" "$out/curve_cnn.json"
+check curve_resnet18_32 "$bin/fulcrum-step-curve" --device cuda --model resnet18 --image-size 32 --threads 8
+wanted curve_resnet18_32 && cp "$logs/curve_resnet18_32.log" "$out/curve_resnet18_32.json"
+check curve_resnet18_224 "$bin/fulcrum-step-curve" --device cuda --model resnet18 --image-size 224 \
+  --threads 8 --repeats 5
+wanted curve_resnet18_224 && cp "$logs/curve_resnet18_224.log" "$out/curve_resnet18_224.json"
+
+tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$logs"
+echo "gpu checks: $failures failed"
+exit $((failures > 0))
