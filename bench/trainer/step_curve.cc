@@ -10,10 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "trainer_image/trainer/compute_device.h"
 #include "trainer_image/trainer/dataset.h"
@@ -25,8 +24,8 @@ namespace {
 using fulcrum::trainer::ComputeDevice;
 
 struct CurveOptions {
-  std::vector<int> batches = {1,  2,  3,  4,  6,  8,  12,  16,  24,  32,  48, 64,
-                              96, 128, 160, 192, 256, 320, 384, 448, 512};
+  std::vector<int> batches = {1,  2,  3,   4,   6,   8,   12,  16,  24,  32, 48,
+                              64, 96, 128, 160, 192, 256, 320, 384, 448, 512};
   int repeats = 10;
   int warmup = 3;
 };
@@ -108,13 +107,14 @@ int Run(std::vector<std::string> args) {
     return 2;
   }
   const auto model_flag = std::find(args.begin(), args.end(), "--model");
-  const std::string model_name =
-      model_flag != args.end() && std::next(model_flag) != args.end() ? *std::next(model_flag) : "mlp";
+  const std::string model_name = model_flag != args.end() && std::next(model_flag) != args.end()
+                                     ? *std::next(model_flag)
+                                     : "mlp";
   args.insert(args.end(), {"--world-size", "1", "--rendezvous", "127.0.0.1:1", "--batches", "1"});
   fulcrum::Result<fulcrum::trainer::TrainerFlags> flags = fulcrum::trainer::ParseTrainerFlags(args);
   if (!flags.ok()) {
-    std::cerr << fulcrum::trainer::kTrainerUsage << "fulcrum-step-curve: "
-              << flags.error().ToString() << "\n";
+    std::cerr << fulcrum::trainer::kTrainerUsage
+              << "fulcrum-step-curve: " << flags.error().ToString() << "\n";
     return 2;
   }
   flags->dataset_size = std::max<int64_t>(flags->dataset_size, curve->batches.back());
@@ -192,8 +192,9 @@ int Run(std::vector<std::string> args) {
       {"emulated", false},
       {"model", model_name},
       {"image_size", flags->image_size},
-      {"parameters", std::accumulate(parameters.begin(), parameters.end(), int64_t{0},
-                                     [](int64_t sum, const torch::Tensor& p) { return sum + p.numel(); })},
+      {"parameters",
+       std::accumulate(parameters.begin(), parameters.end(), int64_t{0},
+                       [](int64_t sum, const torch::Tensor& p) { return sum + p.numel(); })},
       {"repeats", curve->repeats},
       {"points", points},
       {"linear_fit_all", FitLine(medians)},
@@ -206,4 +207,6 @@ int Run(std::vector<std::string> args) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Run(std::vector<std::string>(argv + 1, argv + argc)); }
+int main(int argc, char** argv) {
+  return Run(std::vector<std::string>(argv + 1, argv + argc));
+}

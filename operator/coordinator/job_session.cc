@@ -29,8 +29,7 @@ Status ValidateReport(const fulcrum::v1::StepReport& report) {
   if (report.peak_memory() < 0) return InvalidArgument("step_report.peak_memory", "must be >= 0");
   if (report.out_of_memory_micro_batch() < 0 ||
       report.out_of_memory_micro_batch() > std::max(report.local_batch(), 0)) {
-    return InvalidArgument("step_report.out_of_memory_micro_batch",
-                           "must be in [0, local_batch]");
+    return InvalidArgument("step_report.out_of_memory_micro_batch", "must be in [0, local_batch]");
   }
   for (auto [value, field] :
        {std::pair{report.compute_seconds(), "step_report.compute_seconds"},

@@ -112,11 +112,13 @@ TEST(TrainerEquivalence, AStepThatRunsOutOfMemoryIsRetriedInMicroStepsToTheSameR
     ASSERT_EQ(one.Wait(std::chrono::seconds(120)), 0) << ReadFile(split + "/rank0.log");
   }
   // 16 fails, then 8; 4 fits. The next step tries 6 (16 in 3) and settles on micro-batches <= 5.
-  const auto retries = ReadJsonLines(split + "/rank0.log", "out of memory: retrying the step in smaller micro-steps");
+  const auto retries = ReadJsonLines(split + "/rank0.log",
+                                     "out of memory: retrying the step in smaller micro-steps");
   ASSERT_GE(retries.size(), 2u) << ReadFile(split + "/rank0.log");
   EXPECT_EQ(retries.front()["failed_micro_batch"], 16);
   EXPECT_EQ(retries.front()["micro_steps"], 2);
-  for (const auto& retry : retries) EXPECT_LT(retry["step"].get<int>(), 2);  // learned, not repeated
+  for (const auto& retry : retries)
+    EXPECT_LT(retry["step"].get<int>(), 2);  // learned, not repeated
   const std::vector<float> expected = FinalParameters(whole, whole + "/rank0.log");
   const std::vector<float> actual = FinalParameters(split, split + "/rank0.log");
   ASSERT_FALSE(expected.empty());

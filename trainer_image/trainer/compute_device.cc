@@ -30,7 +30,9 @@ class CpuDevice final : public ComputeDevice {
 
 }  // namespace
 
-std::unique_ptr<ComputeDevice> OpenCpuDevice() { return std::make_unique<CpuDevice>(); }
+std::unique_ptr<ComputeDevice> OpenCpuDevice() {
+  return std::make_unique<CpuDevice>();
+}
 
 Result<std::unique_ptr<ComputeDevice>> OpenComputeDevice(DeviceKind kind, int index) {
   if (kind == DeviceKind::kCpu) return OpenCpuDevice();

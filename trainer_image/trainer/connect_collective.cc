@@ -20,8 +20,7 @@ Result<std::unique_ptr<Collective>> ConnectCollective(CollectiveKind kind,
   return ConnectNccl(**store, options, device_index);
 #else
   (void)device_index;
-  return InvalidArgument("--collective",
-                         "nccl needs the CUDA build of fulcrum-trainer; use gloo");
+  return InvalidArgument("--collective", "nccl needs the CUDA build of fulcrum-trainer; use gloo");
 #endif
 }
 

@@ -74,8 +74,8 @@ Result<std::unique_ptr<ComputeDevice>> OpenCudaDevice(int index) {
   }
   if (index < 0 || index >= count) {
     return InvalidArgument("--device-index", "must be in [0, " + std::to_string(count) +
-                                                 "): this process sees " +
-                                                 std::to_string(count) + " CUDA device(s)");
+                                                 "): this process sees " + std::to_string(count) +
+                                                 " CUDA device(s)");
   }
   cudaDeviceProp properties{};
   if (cudaError_t error = cudaGetDeviceProperties(&properties, index); error != cudaSuccess) {

@@ -59,13 +59,12 @@ TORCH_MODULE(SmallResNet);
 // and more, the CIFAR stem (3x3 stride 1) below. The realistic model for measuring c(b).
 struct BasicBlockImpl : nn::Module {
   BasicBlockImpl(int in, int out, int stride)
-      : conv1(register_module("conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3)
-                                                      .stride(stride)
-                                                      .padding(1)
-                                                      .bias(false)))),
+      : conv1(register_module(
+            "conv1",
+            nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)))),
         bn1(register_module("bn1", nn::BatchNorm2d(out))),
-        conv2(register_module(
-            "conv2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)))),
+        conv2(register_module("conv2",
+                              nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)))),
         bn2(register_module("bn2", nn::BatchNorm2d(out))) {
     if (stride != 1 || in != out) {
       shortcut = register_module(
@@ -88,11 +87,10 @@ TORCH_MODULE(BasicBlock);
 
 struct ResNet18Impl : nn::Module {
   ResNet18Impl(int image_size, int classes) : imagenet_stem(image_size >= 64) {
-    stem = register_module(
-        "stem", nn::Conv2d(nn::Conv2dOptions(3, 64, imagenet_stem ? 7 : 3)
-                               .stride(imagenet_stem ? 2 : 1)
-                               .padding(imagenet_stem ? 3 : 1)
-                               .bias(false)));
+    stem = register_module("stem", nn::Conv2d(nn::Conv2dOptions(3, 64, imagenet_stem ? 7 : 3)
+                                                  .stride(imagenet_stem ? 2 : 1)
+                                                  .padding(imagenet_stem ? 3 : 1)
+                                                  .bias(false)));
     stem_bn = register_module("stem_bn", nn::BatchNorm2d(64));
     int in = 64;
     for (int stage = 0; stage < 4; ++stage) {
@@ -171,8 +169,8 @@ Result<std::unique_ptr<TrainingModel>> MakeModel(const TrainerFlags& flags) {
       return std::unique_ptr<TrainingModel>(
           std::make_unique<BuiltinModel<SmallResNet>>(SmallResNet(flags.hidden, flags.classes)));
     case ModelKind::kResNet18:
-      return std::unique_ptr<TrainingModel>(std::make_unique<BuiltinModel<ResNet18>>(
-          ResNet18(flags.image_size, flags.classes)));
+      return std::unique_ptr<TrainingModel>(
+          std::make_unique<BuiltinModel<ResNet18>>(ResNet18(flags.image_size, flags.classes)));
     case ModelKind::kTorchScript:
       try {
         torch::jit::Module module = torch::jit::load(flags.torchscript);

@@ -18,7 +18,7 @@ class TrainingModel {
   virtual std::vector<torch::Tensor> Parameters() = 0;  // trained, all-reduced, identical on ranks
   virtual std::vector<torch::Tensor> Buffers() = 0;     // e.g. BatchNorm running statistics
   virtual torch::Tensor Forward(const torch::Tensor& inputs) = 0;  // [b, ...] -> [b, classes]
-  virtual void To(const torch::Device& device) = 0;  // moves parameters and buffers
+  virtual void To(const torch::Device& device) = 0;                // moves parameters and buffers
 };
 
 // Parameters are initialised from flags.seed, so every rank starts from the same point even

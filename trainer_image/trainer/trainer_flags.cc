@@ -49,6 +49,23 @@ Status ParseBatches(const std::string& flag, const std::string& text, std::vecto
   return Ok();
 }
 
+// A flag whose value names one of a fixed set of choices.
+template <typename Enum>
+flags::FlagSetter OneOf(Enum* out, std::vector<std::pair<std::string, Enum>> choices) {
+  return [out, choices = std::move(choices)](const std::string& flag,
+                                             const std::string& value) -> Status {
+    std::string names;
+    for (const auto& [name, choice] : choices) {
+      if (value == name) {
+        *out = choice;
+        return Ok();
+      }
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    return InvalidArgument(flag, "must be one of " + names);
+  };
+}
+
 std::string Hostname() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "localhost";
@@ -139,20 +156,10 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
       {"--rendezvous", text(&f.rendezvous)},
       {"--batches", [&](auto& flag, auto& v) { return ParseBatches(flag, v, &f.batches); }},
       {"--host", text(&f.host)},
-      {"--model",
-       [&](auto& flag, auto& v) -> Status {
-         if (v == "mlp")
-           f.model = ModelKind::kMlp;
-         else if (v == "cnn")
-           f.model = ModelKind::kCnn;
-         else if (v == "resnet18")
-           f.model = ModelKind::kResNet18;
-         else if (v == "torchscript")
-           f.model = ModelKind::kTorchScript;
-         else
-           return InvalidArgument(flag, "must be mlp, cnn, resnet18 or torchscript");
-         return Ok();
-       }},
+      {"--model", OneOf(&f.model, {{"mlp", ModelKind::kMlp},
+                                   {"cnn", ModelKind::kCnn},
+                                   {"resnet18", ModelKind::kResNet18},
+                                   {"torchscript", ModelKind::kTorchScript}})},
       {"--torchscript", text(&f.torchscript)},
       {"--data-file", text(&f.data_file)},
       {"--record-features", number(&f.record_features)},
@@ -164,15 +171,7 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
       {"--shuffle", [&](auto& flag, auto& v) { return ParseBool(flag, v, &f.shuffle); }},
       {"--seed", number(&f.seed)},
       {"--optimizer",
-       [&](auto& flag, auto& v) -> Status {
-         if (v == "sgd")
-           f.optimizer = OptimizerKind::kSgd;
-         else if (v == "adam")
-           f.optimizer = OptimizerKind::kAdam;
-         else
-           return InvalidArgument(flag, "must be sgd or adam");
-         return Ok();
-       }},
+       OneOf(&f.optimizer, {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}})},
       {"--lr", number(&f.learning_rate)},
       {"--momentum", number(&f.momentum)},
       {"--steps", number(&f.steps)},
@@ -185,31 +184,13 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
       {"--bucket-elements", number(&f.bucket_elements)},
       {"--sample-log", text(&f.sample_log)},
       {"--threads", number(&f.threads)},
-      {"--device",
-       [&](auto& flag, auto& v) -> Status {
-         if (v == "auto")
-           f.device = DeviceKind::kAuto;
-         else if (v == "cpu")
-           f.device = DeviceKind::kCpu;
-         else if (v == "cuda")
-           f.device = DeviceKind::kCuda;
-         else
-           return InvalidArgument(flag, "must be auto, cpu or cuda");
-         return Ok();
-       }},
+      {"--device", OneOf(&f.device, {{"auto", DeviceKind::kAuto},
+                                     {"cpu", DeviceKind::kCpu},
+                                     {"cuda", DeviceKind::kCuda}})},
       {"--device-index", number(&f.device_index)},
-      {"--collective",
-       [&](auto& flag, auto& v) -> Status {
-         if (v == "auto")
-           f.collective = CollectiveKind::kAuto;
-         else if (v == "gloo")
-           f.collective = CollectiveKind::kGloo;
-         else if (v == "nccl")
-           f.collective = CollectiveKind::kNccl;
-         else
-           return InvalidArgument(flag, "must be auto, gloo or nccl");
-         return Ok();
-       }},
+      {"--collective", OneOf(&f.collective, {{"auto", CollectiveKind::kAuto},
+                                             {"gloo", CollectiveKind::kGloo},
+                                             {"nccl", CollectiveKind::kNccl}})},
       {"--emulated-max-micro-batch", number(&f.emulated_max_micro_batch)},
   };
   if (Status status = flags::ApplyFlags(args, setters); !status.ok()) return status.error();

@@ -12,7 +12,7 @@ namespace fulcrum::trainer {
 
 enum class ModelKind { kMlp, kCnn, kResNet18, kTorchScript };
 enum class OptimizerKind { kSgd, kAdam };
-enum class DeviceKind { kAuto, kCpu, kCuda };      // auto: cuda when a GPU is visible
+enum class DeviceKind { kAuto, kCpu, kCuda };       // auto: cuda when a GPU is visible
 enum class CollectiveKind { kAuto, kGloo, kNccl };  // auto: nccl on cuda, gloo on the CPU
 
 struct TrainerFlags {

@@ -13,8 +13,8 @@
 #include "trainer_image/trainer/compute_device.h"
 #include "trainer_image/trainer/connect_collective.h"
 #include "trainer_image/trainer/coordinator_link.h"
-#include "trainer_image/trainer/dataset.h"
 #include "trainer_image/trainer/cpu_allocator.h"
+#include "trainer_image/trainer/dataset.h"
 #include "trainer_image/trainer/emulated_slowdown.h"
 #include "trainer_image/trainer/gloo_collective.h"
 #include "trainer_image/trainer/model.h"
@@ -78,8 +78,7 @@ class Trainer {
                          fulcrum::v1::Assignment& plan);
   double ForwardBackward(const std::vector<int64_t>& indices, int planned_micro_steps,
                          OutOfMemory& out_of_memory);
-  void ForwardBackwardOnce(const std::vector<int64_t>& indices, int micro_steps,
-                           double& loss_sum);
+  void ForwardBackwardOnce(const std::vector<int64_t>& indices, int micro_steps, double& loss_sum);
   void WriteCheckpointNow(const char* why);
   void HandleControls();
   bool WantsToLeave(int64_t generation) const;
@@ -450,11 +449,11 @@ void Trainer::ForwardBackwardOnce(const std::vector<int64_t>& indices, int micro
                             static_cast<std::size_t>(micro_steps);
     const auto samples = static_cast<int>(end - begin);
     // The CPU twin of a GPU running out of memory: the same error, from a configured limit.
-    TORCH_CHECK_WITH(OutOfMemoryError,
-                     flags_.emulated_max_micro_batch == 0 ||
-                         samples <= flags_.emulated_max_micro_batch,
-                     "EMULATED out of memory: micro-batch of ", samples,
-                     " > --emulated-max-micro-batch ", flags_.emulated_max_micro_batch);
+    TORCH_CHECK_WITH(
+        OutOfMemoryError,
+        flags_.emulated_max_micro_batch == 0 || samples <= flags_.emulated_max_micro_batch,
+        "EMULATED out of memory: micro-batch of ", samples, " > --emulated-max-micro-batch ",
+        flags_.emulated_max_micro_batch);
     Batch batch = dataset_->Get(std::span(indices).subspan(begin, end - begin));
     torch::Tensor loss = torch::nn::functional::cross_entropy(
         model_->Forward(batch.inputs.to(device)), batch.targets.to(device),
@@ -534,8 +533,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   std::size_t offset = 0;
   for (const torch::Tensor& parameter : parameters_) {
     const auto count = static_cast<std::size_t>(parameter.numel());
-    torch::Tensor host = torch::from_blob(gradients_.data() + offset,
-                                          {static_cast<int64_t>(count)}, torch::kFloat32);
+    torch::Tensor host = torch::from_blob(gradients_.data() + offset, {static_cast<int64_t>(count)},
+                                          torch::kFloat32);
     if (parameter.grad().defined()) {
       host.copy_(parameter.grad().reshape({-1}));  // device to host on a GPU
     } else {
