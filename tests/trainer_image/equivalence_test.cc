@@ -1,7 +1,8 @@
 // Weighted aggregation is exact: 3 trainers with local batches {3, 5, 8} end with the same
 // parameters as 1 trainer with batch 16 (20 steps, SGD with momentum, MLP without BatchNorm).
-// So is a step retried in micro-steps after running out of memory (the CPU twin of a GPU's
-// out-of-memory error). Real processes, real Gloo over loopback (static groups, no coordinator).
+// All with gradient buckets all-reduced during backward (overlap). So is a step retried in
+// micro-steps after running out of memory (the CPU twin of a GPU's out-of-memory error).
+// Real processes, real Gloo over loopback (static groups, no coordinator).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -59,7 +60,11 @@ std::vector<std::string> StaticTrainer(const std::string& directory, int rank, i
           "--checkpoint-dir",
           directory,
           "--collective-timeout-ms",
-          "20000"};
+          "20000",
+          // Small buckets (the MLP's 6922 gradients make 2), so that with overlap (the default)
+          // the first bucket is all-reduced while backward is still running.
+          "--bucket-elements",
+          "1024"};
 }
 
 TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
@@ -86,6 +91,11 @@ TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
   ASSERT_FALSE(expected.empty());
   ASSERT_EQ(actual.size(), expected.size());
   EXPECT_LT(MaxDifference(expected, actual), 1e-5);
+
+  // The gradients were all-reduced while backward ran: a bucket had started before it ended.
+  const auto steps = ReadJsonLines(multi + "/rank0.log", "step");
+  ASSERT_FALSE(steps.empty());
+  for (const auto& step : steps) EXPECT_GE(step["overlapped_buckets"].get<int>(), 1) << step;
 
   // Every rank ends bit-identical.
   std::set<std::string> checksums;

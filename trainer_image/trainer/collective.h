@@ -23,6 +23,23 @@ class RendezvousStore {
   virtual Result<std::vector<std::byte>> Get(const std::string& key) = 0;  // waits for the key
 };
 
+// A collective started and not yet waited for. Wait once; destroying one unwaited waits too.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual Status Wait() = 0;  // ends at the collective timeout with an error
+};
+
+// A collective that already ran to completion when it was started (backends without overlap).
+class FinishedCollective final : public PendingCollective {
+ public:
+  explicit FinishedCollective(Status status) : status_(std::move(status)) {}
+  Status Wait() override { return status_; }
+
+ private:
+  Status status_;
+};
+
 class Collective {
  public:
   virtual ~Collective() = default;
@@ -30,6 +47,15 @@ class Collective {
   virtual int world_size() const = 0;
   // In place: every rank ends with the element-wise sum over ranks (identical on all ranks).
   virtual Status AllReduceSum(std::span<float> values) = 0;
+  // The same, started now and finished by Wait, so that it overlaps with what the caller does
+  // meanwhile (the rest of backward). `values` must stay alive and untouched until then. Every
+  // rank starts its collectives in the same order; they complete in that order.
+  virtual Result<std::unique_ptr<PendingCollective>> StartAllReduceSum(std::span<float> values) = 0;
+  // The same on values in GPU memory, in place, ordered after the work already queued on
+  // `producer_stream` (a cudaStream_t; the stream that wrote them). Only device backends (NCCL)
+  // take device memory; a host backend answers FAILED_PRECONDITION.
+  virtual Result<std::unique_ptr<PendingCollective>> StartAllReduceSumOnDevice(
+      std::span<float> device_values, void* producer_stream) = 0;
   virtual Status AllReduceSum(std::span<double> values) = 0;
   // In place: every rank ends with root's bytes; all ranks pass the same size.
   virtual Status Broadcast(std::span<std::byte> bytes, int root) = 0;

@@ -12,6 +12,7 @@ class CpuDevice final : public ComputeDevice {
   torch::Device device() const override { return torch::kCPU; }
   std::string product() const override { return ""; }
   int64_t memory_bytes() const override { return 0; }
+  void* CurrentStream() const override { return nullptr; }
   void StartCompute() override { start_ = std::chrono::steady_clock::now(); }
   double FinishComputeSeconds() override {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

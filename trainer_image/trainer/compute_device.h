@@ -23,6 +23,8 @@ class ComputeDevice {
   // on the CPU, where the node's label (--gpu-product) is all there is.
   virtual std::string product() const = 0;
   virtual int64_t memory_bytes() const = 0;  // accelerator memory; 0 on the CPU
+  // The cudaStream_t forward and backward are queued on; nullptr on the CPU.
+  virtual void* CurrentStream() const = 0;
 
   // Brackets one step's forward and backward. On a GPU the kernels run asynchronously, so the
   // time comes from events recorded on the device's stream, not from host clocks.

@@ -32,6 +32,7 @@ class CudaDevice final : public ComputeDevice {
   torch::Device device() const override { return {torch::kCUDA, index_}; }
   std::string product() const override { return product_; }
   int64_t memory_bytes() const override { return memory_; }
+  void* CurrentStream() const override { return Stream(); }
 
   void StartCompute() override { cudaEventRecord(start_.get(), Stream()); }
   double FinishComputeSeconds() override {

@@ -22,6 +22,32 @@ Result<std::pair<std::string, int>> SplitAddress(const std::string& address) {
   }
 }
 
+// One c10d work item, waited for with the collective timeout.
+class GlooPending final : public PendingCollective {
+ public:
+  GlooPending(c10::intrusive_ptr<c10d::Work> work, std::vector<at::Tensor> tensors,
+              std::chrono::milliseconds timeout)
+      : work_(std::move(work)), tensors_(std::move(tensors)), timeout_(timeout) {}
+  ~GlooPending() override {
+    if (work_) static_cast<void>(Wait());
+  }
+  Status Wait() override {
+    if (!work_) return MakeError(ErrorCode::kFailedPrecondition, "already waited for");
+    c10::intrusive_ptr<c10d::Work> work = std::move(work_);
+    try {
+      if (!work->wait(timeout_)) return MakeError(ErrorCode::kDeadlineExceeded, "all-reduce timed out");
+      return Ok();
+    } catch (const std::exception& error) {
+      return MakeError(ErrorCode::kUnavailable, std::string("all-reduce failed: ") + error.what());
+    }
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::vector<at::Tensor> tensors_;  // the work refers to them until it completes
+  std::chrono::milliseconds timeout_;
+};
+
 class GlooCollective final : public Collective {
  public:
   GlooCollective(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, CollectiveOptions options)
@@ -32,6 +58,22 @@ class GlooCollective final : public Collective {
   Status AllReduceSum(std::span<float> values) override {
     return AllReduce(
         torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, torch::kFloat32));
+  }
+  Result<std::unique_ptr<PendingCollective>> StartAllReduceSum(std::span<float> values) override {
+    std::vector<at::Tensor> tensors = {
+        torch::from_blob(values.data(), {static_cast<int64_t>(values.size())}, torch::kFloat32)};
+    try {
+      c10::intrusive_ptr<c10d::Work> work = group_->allreduce(tensors);
+      return std::unique_ptr<PendingCollective>(
+          std::make_unique<GlooPending>(std::move(work), std::move(tensors), options_.timeout));
+    } catch (const std::exception& error) {
+      return MakeError(ErrorCode::kUnavailable, std::string("all-reduce failed: ") + error.what());
+    }
+  }
+  Result<std::unique_ptr<PendingCollective>> StartAllReduceSumOnDevice(std::span<float>,
+                                                                      void*) override {
+    return MakeError(ErrorCode::kFailedPrecondition,
+                     "Gloo reduces host memory: stage GPU values through the host");
   }
   Status AllReduceSum(std::span<double> values) override {
     return AllReduce(

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 namespace fulcrum::trainer {
 namespace {
@@ -19,11 +20,29 @@ Error NcclError(const char* what, ncclResult_t result) {
   return MakeError(ErrorCode::kUnavailable, std::string(what) + ": " + ncclGetErrorString(result));
 }
 
+class NcclCollective;
+
+// Everything queued on the communicator's stream so far, waited for with the deadline.
+class NcclPending final : public PendingCollective {
+ public:
+  explicit NcclPending(NcclCollective& collective) : collective_(&collective) {}
+  ~NcclPending() override {
+    if (collective_ != nullptr) static_cast<void>(Wait());
+  }
+  Status Wait() override;
+
+ private:
+  NcclCollective* collective_;
+};
+
 class NcclCollective final : public Collective {
  public:
   NcclCollective(ncclComm_t comm, cudaStream_t stream, CollectiveOptions options)
-      : comm_(comm), stream_(stream), options_(std::move(options)) {}
+      : comm_(comm), stream_(stream), options_(std::move(options)) {
+    cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming);
+  }
   ~NcclCollective() override {
+    cudaEventDestroy(ready_);
     if (aborted_) {
       ncclCommAbort(comm_);
     } else {
@@ -39,6 +58,30 @@ class NcclCollective final : public Collective {
     return Run(std::as_writable_bytes(values), [&](void* buffer) {
       return ncclAllReduce(buffer, buffer, values.size(), ncclFloat, ncclSum, comm_, stream_);
     });
+  }
+  // Host memory is staged synchronously (a copy back to pageable memory waits anyway).
+  Result<std::unique_ptr<PendingCollective>> StartAllReduceSum(std::span<float> values) override {
+    return std::unique_ptr<PendingCollective>(
+        std::make_unique<FinishedCollective>(AllReduceSum(values)));
+  }
+  // In place in GPU memory, after the producer's queued work, without waiting: the overlap path.
+  Result<std::unique_ptr<PendingCollective>> StartAllReduceSumOnDevice(
+      std::span<float> device_values, void* producer_stream) override {
+    if (aborted_) return MakeError(ErrorCode::kFailedPrecondition, "communicator was aborted");
+    if (cudaError_t error = cudaEventRecord(ready_, static_cast<cudaStream_t>(producer_stream));
+        error != cudaSuccess) {
+      return CudaError("cudaEventRecord", error);
+    }
+    if (cudaError_t error = cudaStreamWaitEvent(stream_, ready_, 0); error != cudaSuccess) {
+      return CudaError("cudaStreamWaitEvent", error);
+    }
+    if (ncclResult_t result = ncclAllReduce(device_values.data(), device_values.data(),
+                                            device_values.size(), ncclFloat, ncclSum, comm_,
+                                            stream_);
+        result != ncclSuccess) {
+      return NcclError("ncclAllReduce", result);
+    }
+    return std::unique_ptr<PendingCollective>(std::make_unique<NcclPending>(*this));
   }
   Status AllReduceSum(std::span<double> values) override {
     return Run(std::as_writable_bytes(values), [&](void* buffer) {
@@ -73,6 +116,7 @@ class NcclCollective final : public Collective {
     return WaitWithDeadline();
   }
 
+  friend class NcclPending;
   Status WaitWithDeadline() {
     const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
     while (true) {
@@ -107,11 +151,19 @@ class NcclCollective final : public Collective {
 
   ncclComm_t comm_;
   cudaStream_t stream_;
+  cudaEvent_t ready_ = nullptr;  // marks the producer's work a device collective waits for
   CollectiveOptions options_;
   void* device_buffer_ = nullptr;
   std::size_t capacity_ = 0;
   bool aborted_ = false;
 };
+
+Status NcclPending::Wait() {
+  if (collective_ == nullptr) {
+    return MakeError(ErrorCode::kFailedPrecondition, "already waited for");
+  }
+  return std::exchange(collective_, nullptr)->WaitWithDeadline();
+}
 
 }  // namespace
 

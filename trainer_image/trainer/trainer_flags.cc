@@ -20,6 +20,7 @@ const char* const kTrainerUsage =
     "  optimizer:  --optimizer sgd|adam --lr F --momentum F --steps N (0: until stopped)\n"
     "  state:      --checkpoint-dir DIR --checkpoint-every N\n"
     "  runtime:    --metrics-port P (-1 off) --collective-timeout-ms MS --bucket-elements N\n"
+    "              --overlap true|false (all-reduce buckets during backward; default true)\n"
     "              --threads N --sample-log FILE\n"
     "  device:     --device auto|cpu|cuda (auto: cuda when a GPU is visible) --device-index N\n"
     "              --collective auto|gloo|nccl (auto: nccl on cuda, gloo on the CPU)\n"
@@ -192,6 +193,7 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
                                              {"gloo", CollectiveKind::kGloo},
                                              {"nccl", CollectiveKind::kNccl}})},
       {"--emulated-max-micro-batch", number(&f.emulated_max_micro_batch)},
+      {"--overlap", [&](auto& flag, auto& v) { return ParseBool(flag, v, &f.overlap); }},
   };
   if (Status status = flags::ApplyFlags(args, setters); !status.ok()) return status.error();
   if (f.node.empty()) f.node = Hostname();

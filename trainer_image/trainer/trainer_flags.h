@@ -62,6 +62,8 @@ struct TrainerFlags {
   // The CPU twin of running out of accelerator memory: a micro-batch larger than this raises
   // the same out-of-memory error a GPU would (0: off). Tests and demos only.
   int emulated_max_micro_batch = 0;
+  // All-reduce gradient buckets while backward is still running (DDP-style); false: after it.
+  bool overlap = true;
 };
 
 extern const char* const kTrainerUsage;

@@ -1,6 +1,5 @@
 #include "trainer_image/trainer/training_loop.h"
 
-#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include "trainer_image/trainer/dataset.h"
 #include "trainer_image/trainer/emulated_slowdown.h"
 #include "trainer_image/trainer/gloo_collective.h"
+#include "trainer_image/trainer/gradient_buckets.h"
 #include "trainer_image/trainer/model.h"
 #include "trainer_image/trainer/optimizer.h"
 #include "trainer_image/trainer/sample_order.h"
@@ -39,12 +39,6 @@ std::string AsProductLabel(std::string name) {
   std::replace(name.begin(), name.end(), ' ', '-');
   return name;
 }
-
-// Where a micro-batch ran out of memory, and what the step did about it.
-struct OutOfMemory {
-  int micro_batch = 0;  // samples in the micro-step that failed (0: none failed)
-  int micro_steps = 1;  // micro-steps the step finally ran with
-};
 
 // The small vector all-reduced beside the gradients every step. It carries what the ranks
 // must agree on after the step, so they all act on the same step: the batch sum B, the loss,
@@ -76,8 +70,10 @@ class Trainer {
   Status SyncState(Collective& collective);
   Result<bool> TrainStep(Collective& collective, const fulcrum::v1::Assignment& base,
                          fulcrum::v1::Assignment& plan);
-  double ForwardBackward(const std::vector<int64_t>& indices, int planned_micro_steps,
-                         OutOfMemory& out_of_memory);
+  // Returns the loss sum; `failed_micro_batch` is the largest micro-batch that ran out of
+  // memory on the way (0: none).
+  Result<double> ForwardBackward(Collective& collective, const std::vector<int64_t>& indices,
+                                 int planned_micro_steps, int& failed_micro_batch);
   void ForwardBackwardOnce(const std::vector<int64_t>& indices, int micro_steps, double& loss_sum);
   void WriteCheckpointNow(const char* why);
   void HandleControls();
@@ -99,7 +95,7 @@ class Trainer {
   std::unique_ptr<SampleOrder> order_;
   std::vector<torch::Tensor> parameters_;
   std::vector<torch::Tensor> state_tensors_;  // parameters, buffers, optimizer state
-  std::vector<float> gradients_;
+  std::unique_ptr<GradientBuckets> buckets_;
   Progress progress_;
   std::unique_ptr<StoreServer> store_;
   std::unique_ptr<Membership> membership_;
@@ -140,15 +136,16 @@ Status Trainer::Init() {
   dataset_ = std::move(*dataset);
   order_ = std::make_unique<SampleOrder>(dataset_->size(), flags_.seed, flags_.shuffle);
   parameters_ = model_->Parameters();
-  std::size_t elements = 0;
   for (const torch::Tensor& parameter : parameters_) {
     if (parameter.scalar_type() != torch::kFloat32 || !parameter.is_contiguous()) {
       return InvalidArgument("--torchscript",
                              "every parameter must be a contiguous float32 tensor");
     }
-    elements += static_cast<std::size_t>(parameter.numel());
   }
-  gradients_.resize(elements);
+  // NCCL reduces the buckets in GPU memory; Gloo in host memory.
+  buckets_ = std::make_unique<GradientBuckets>(
+      parameters_, flags_.bucket_elements,
+      collective_kind_ == CollectiveKind::kNccl ? compute_->device() : torch::Device(torch::kCPU));
   optimizer_ = MakeOptimizer(flags_, parameters_);
   state_tensors_ = parameters_;
   for (const torch::Tensor& buffer : model_->Buffers()) state_tensors_.push_back(buffer);
@@ -238,7 +235,9 @@ Status Trainer::Init() {
              {"device", compute_->device().str()},
              {"device_product", compute_->product()},
              {"collective", collective_kind_ == CollectiveKind::kNccl ? "nccl" : "gloo"},
-             {"parameters", gradients_.size()},
+             {"parameters", buckets_->elements()},
+             {"gradient_buckets", buckets_->bucket_count()},
+             {"overlap", flags_.overlap},
              {"step", progress_.step},
              {"metrics_port", metrics_->port()},
              {"pid", static_cast<int>(getpid())}});
@@ -458,6 +457,8 @@ void Trainer::ForwardBackwardOnce(const std::vector<int64_t>& indices, int micro
     torch::Tensor loss = torch::nn::functional::cross_entropy(
         model_->Forward(batch.inputs.to(device)), batch.targets.to(device),
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    // The last micro-step's gradients are final: all-reduce them while backward goes on.
+    if (flags_.overlap && micro + 1 == micro_steps) buckets_->Arm();
     loss.backward();
     loss_sum += loss.item<double>();
   }
@@ -467,8 +468,10 @@ void Trainer::ForwardBackwardOnce(const std::vector<int64_t>& indices, int micro
 // failed attempt held and retries the same samples in twice as many micro-steps (gradient
 // accumulation), down to one sample per micro-step, instead of dying. The limit is kept for
 // later steps, and the step's report tells the balancer, which lowers this worker's cap.
-double Trainer::ForwardBackward(const std::vector<int64_t>& indices, int planned_micro_steps,
-                                OutOfMemory& out_of_memory) {
+Result<double> Trainer::ForwardBackward(Collective& collective,
+                                        const std::vector<int64_t>& indices,
+                                        int planned_micro_steps, int& failed_micro_batch) {
+  buckets_->BeginStep(collective, compute_->CurrentStream());
   const int local_batch = static_cast<int>(indices.size());
   if (local_batch == 0) {
     for (torch::Tensor& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
@@ -482,15 +485,21 @@ double Trainer::ForwardBackward(const std::vector<int64_t>& indices, int planned
   while (true) {
     try {
       ForwardBackwardOnce(indices, micro_steps, loss_sum);
-      out_of_memory.micro_steps = micro_steps;
       return loss_sum;
     } catch (const c10::OutOfMemoryError& error) {
       const int failed = ceil_div(local_batch, micro_steps);
-      out_of_memory.micro_batch = std::max(out_of_memory.micro_batch, failed);
+      failed_micro_batch = std::max(failed_micro_batch, failed);
       for (torch::Tensor& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
       compute_->ReleaseCachedMemory();
       if (failed <= 1) throw;  // one sample does not fit: nothing left to split
       micro_batch_limit_ = std::min(micro_batch_limit_, failed - 1);
+      if (buckets_->started_any()) {
+        // Out of memory late in backward, after a bucket went out: the peers have reduced it
+        // once, so this step cannot be redone here. Fall out; the next generation splits.
+        return MakeError(ErrorCode::kResourceExhausted,
+                         "out of memory after gradients were already being all-reduced");
+      }
+      buckets_->BeginStep(collective, compute_->CurrentStream());
       micro_steps = std::min(local_batch, micro_steps * 2);
       log::Warn("trainer", job(), "out of memory: retrying the step in smaller micro-steps",
                 {{"step", progress_.step},
@@ -514,8 +523,11 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   const std::vector<int64_t> indices = order_->Indices(*range);
   const int local_batch = static_cast<int>(indices.size());
 
-  OutOfMemory out_of_memory;
-  const double loss_sum = ForwardBackward(indices, plan.accumulation_steps(), out_of_memory);
+  int failed_micro_batch = 0;
+  Result<double> forward_backward =
+      ForwardBackward(collective, indices, plan.accumulation_steps(), failed_micro_batch);
+  if (!forward_backward.ok()) return forward_backward.error();
+  const double loss_sum = *forward_backward;
   const double device_compute_seconds = compute_->FinishComputeSeconds();
   const double factor = slowdown_.Current(job());
   double emulated_seconds = 0.0;
@@ -530,18 +542,6 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   // the wait for slower ranks; the coordinator takes the least over ranks as the step's tail.
   const auto after_compute = SteadyClock::now();
 
-  std::size_t offset = 0;
-  for (const torch::Tensor& parameter : parameters_) {
-    const auto count = static_cast<std::size_t>(parameter.numel());
-    torch::Tensor host = torch::from_blob(gradients_.data() + offset, {static_cast<int64_t>(count)},
-                                          torch::kFloat32);
-    if (parameter.grad().defined()) {
-      host.copy_(parameter.grad().reshape({-1}));  // device to host on a GPU
-    } else {
-      host.zero_();
-    }
-    offset += count;
-  }
   std::vector<double> control(ControlLayout::Size(world), 0.0);
   control[ControlLayout::kBatch] = local_batch;
   control[ControlLayout::kLossSum] = loss_sum;
@@ -558,33 +558,15 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   double coordinator_seconds = SecondsSince(plan_lookup_start);
 
   const auto communication_start = SteadyClock::now();
-  const auto bucket = static_cast<std::size_t>(flags_.bucket_elements);
-  for (std::size_t begin = 0; begin < gradients_.size(); begin += bucket) {
-    const std::size_t size = std::min(bucket, gradients_.size() - begin);
-    if (Status status = collective.AllReduceSum(std::span(gradients_).subspan(begin, size));
-        !status.ok()) {
-      return status.error();
-    }
-  }
+  // The buckets backward did not start (all of them without overlap), then the wait for all.
+  if (Status status = buckets_->Finish(); !status.ok()) return status.error();
   if (Status status = collective.AllReduceSum(control); !status.ok()) return status.error();
   const double comm_seconds = SecondsSince(communication_start);
 
   // Commit: from here on the step happened, identically on every rank.
   const double global_batch = control[ControlLayout::kBatch];
   if (global_batch > 0) {
-    offset = 0;
-    for (torch::Tensor& parameter : parameters_) {
-      const auto count = static_cast<std::size_t>(parameter.numel());
-      torch::Tensor mean =
-          torch::from_blob(gradients_.data() + offset, parameter.sizes(), torch::kFloat32)
-              .div(static_cast<float>(global_batch));
-      if (parameter.grad().defined()) {
-        parameter.mutable_grad().copy_(mean);  // host to device on a GPU
-      } else {
-        parameter.mutable_grad() = mean.to(parameter.device());
-      }
-      offset += count;
-    }
+    buckets_->WriteMeanGradients(global_batch);
     optimizer_->Step(parameters_);
   }
   const int64_t step = progress_.step;
@@ -616,9 +598,9 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   report.set_comm_seconds(comm_seconds);
   report.set_after_compute_seconds(after_compute_seconds);
   report.set_peak_memory(compute_->PeakMemoryBytes());
-  if (out_of_memory.micro_batch > 0) {
+  if (failed_micro_batch > 0) {
     report.set_out_of_memory(true);
-    report.set_out_of_memory_micro_batch(out_of_memory.micro_batch);
+    report.set_out_of_memory_micro_batch(failed_micro_batch);
   }
   report.set_loss(local_batch > 0 ? loss_sum / local_batch : 0.0);
   report.set_step_seconds(step_seconds);
@@ -653,6 +635,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
                {"loss", last_loss_},
                {"compute_seconds", compute_seconds},
                {"comm_seconds", comm_seconds},
+               {"overlapped_buckets", buckets_->overlapped_buckets()},
                {"step_seconds", step_seconds},
                {"coordinator_seconds", coordinator_seconds},
                {"samples_per_second", step_seconds > 0 ? global_batch / step_seconds : 0.0}});
