@@ -2,7 +2,9 @@
 """Benchmark of the whole training system on loopback, with EMULATED heterogeneity.
 
   bench/trainer/trainer_bench.py [--build-dir DIR] [--steps 150] [--global-batch 96]
-                                 [--image-size 32] [--rounds 3]
+                                 [--image-size 32] [--hidden 16] [--rounds 3]
+                                 [--overlap-comparison --bucket-elements N
+                                  --after-bucket-elements M]
 
 Three fulcrum-trainer processes at emulated slowdowns 1, 2 and 4 train the small CNN
 (CIFAR-sized 3x32x32 inputs by default) under each policy (optimal, proportional, equal), one
@@ -11,6 +13,12 @@ them alike; then one more optimal run in which the fastest trainer becomes 2x sl
 Prints one JSON object: per policy every round's samples/s and eta and their medians,
 optimal/equal per round, coordinator overhead, reaction steps. Goals (issue 5), judged on the
 medians: optimal >= 1.6x equal, eta >= 0.9, overhead < 1%, reaction <= 20 steps.
+
+With --overlap-comparison it instead runs the optimal policy with the gradient all-reduce
+overlapped with backward (--overlap true) and after it (--overlap false), interleaved per
+round, and prints both and their ratio (the same measure: samples/s over the last 70%). The
+overlapped runs use --bucket-elements, the others --after-bucket-elements (default: the same;
+the trainer's default of 1M, one bucket for these models, is what ran before overlap existed).
 """
 import argparse
 import json
@@ -22,13 +30,13 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run(build_dir, policy, steps, global_batch, image_size, change=None):
+def run(build_dir, policy, steps, global_batch, image_size, change=None, hidden=16, extra=()):
     command = [sys.executable, os.path.join(ROOT, "scripts", "local-train"), "--build-dir", build_dir,
                "--policy", policy, "--steps", str(steps), "--global-batch", str(global_batch),
                "--slowdowns", "1,2,4", "--model", "cnn", "--quiet"]
     if change:
         command += ["--change", change]
-    command += ["--", "--hidden", "16", "--image-size", str(image_size)]
+    command += ["--", "--hidden", str(hidden), "--image-size", str(image_size), *extra]
     load_before = os.getloadavg()[0]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -46,7 +54,14 @@ def main():
     parser.add_argument("--global-batch", type=int, default=96)
     parser.add_argument("--image-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--hidden", type=int, default=16)
+    parser.add_argument("--overlap-comparison", action="store_true")
+    parser.add_argument("--bucket-elements", type=int, default=1 << 20)
+    parser.add_argument("--after-bucket-elements", type=int, default=None)
     args = parser.parse_args()
+    if args.overlap_comparison:
+        compare_overlap(args)
+        return
     model = f"cnn (hidden 16, 3x{args.image_size}x{args.image_size})"
     report = {"emulated_heterogeneity": True,
               "setup": {"trainers": 3, "slowdowns": [1, 2, 4], "model": model,
@@ -91,6 +106,34 @@ def main():
         "reaction_within_20_steps": (report["reaction"].get("plan_reaction_steps") is not None
                                      and report["reaction"]["plan_reaction_steps"] <= 20),
     }
+    print(json.dumps(report, indent=2))
+
+
+def compare_overlap(args):
+    model = f"cnn (hidden {args.hidden}, 3x{args.image_size}x{args.image_size})"
+    runs = {"overlap": [], "after_backward": []}
+    for _ in range(args.rounds):
+        after_buckets = args.after_bucket_elements or args.bucket_elements
+        for name, overlap, buckets in (("overlap", "true", args.bucket_elements),
+                                       ("after_backward", "false", after_buckets)):
+            runs[name].append(run(args.build_dir, "optimal", args.steps, args.global_batch,
+                                  args.image_size, hidden=args.hidden,
+                                  extra=("--overlap", overlap, "--bucket-elements", str(buckets))))
+    report = {"emulated_heterogeneity": True, "benchmark": "overlap_comparison",
+              "setup": {"trainers": 3, "slowdowns": [1, 2, 4], "model": model, "policy": "optimal",
+                        "global_batch": args.global_batch, "steps": args.steps, "rounds": args.rounds,
+                        "bucket_elements": args.bucket_elements,
+                        "after_backward_bucket_elements": args.after_bucket_elements or args.bucket_elements,
+                        "note": "CPU trainers and Gloo on one shared machine; slowdowns are emulated sleeps"}}
+    for name, summaries in runs.items():
+        report[name] = {
+            "samples_per_second": round(statistics.median(s["samples_per_second"] for s in summaries), 1),
+            "rounds": [round(s["samples_per_second"], 1) for s in summaries],
+            "parameters_identical": all(s["parameters_identical"] for s in summaries),
+        }
+    report["overlap_over_after_backward"] = round(statistics.median(
+        o["samples_per_second"] / a["samples_per_second"]
+        for o, a in zip(runs["overlap"], runs["after_backward"])), 3)
     print(json.dumps(report, indent=2))
 
 

@@ -16,7 +16,11 @@ binaries=(
   tests/trainer_image/trainer_core_test
 )
 for binary in "${binaries[@]}"; do
-  strip -o "$dir/bin/$(basename "$binary")" "$build/$binary"
+  if [[ -x $build/$binary ]]; then
+    strip -o "$dir/bin/$(basename "$binary")" "$build/$binary"
+  else
+    echo "not built, left out: $binary" >&2
+  fi
 done
 # Every library the binaries load that is neither libtorch's, CUDA's, nor the C/C++ runtime
 # (which the GPU machine has, newer).

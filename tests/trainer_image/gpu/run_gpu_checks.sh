@@ -57,13 +57,19 @@ grep -q '"collective":"nccl"' "$logs/train_cnn_cuda_nccl.log" || { echo "FAIL: t
 grep '"finished"' "$logs/train_cnn_cuda_nccl.log"
 }
 
-# Single-GPU equivalence: the same 20 MLP steps on the GPU and on the CPU end at the same
-# parameters within float tolerance.
+# Single-GPU equivalence: the same 20 MLP steps on the GPU (NCCL, gradients all-reduced in
+# place in GPU memory in 2 buckets overlapped with backward) and on the CPU (Gloo) end at the
+# same parameters within float tolerance.
 for device in cuda cpu; do
   rm -rf "$logs/equivalence-$device"
   check "equivalence_$device" trainer --device "$device" --model mlp --batches 16 --steps 20 \
-    --optimizer sgd --momentum 0.9 --lr 0.05 --checkpoint-dir "$logs/equivalence-$device"
+    --optimizer sgd --momentum 0.9 --lr 0.05 --checkpoint-dir "$logs/equivalence-$device" \
+    --bucket-elements 1024
 done
+if wanted equivalence_cuda; then
+  grep -q '"overlapped_buckets":[1-9]' "$logs/equivalence_cuda.log" && echo "NCCL buckets overlapped with backward" ||
+    { echo "FAIL: no NCCL bucket started during backward"; failures=$((failures + 1)); }
+fi
 check equivalence_compare python3 "$(dirname "$0")/compare_checkpoints.py" \
   "$logs/equivalence-cuda/checkpoint-000000000020.bin" "$logs/equivalence-cpu/checkpoint-000000000020.bin" 1e-4
 wanted equivalence_compare && cat "$logs/equivalence_compare.log"
