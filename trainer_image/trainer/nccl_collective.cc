@@ -20,6 +20,24 @@ Error NcclError(const char* what, ncclResult_t result) {
   return MakeError(ErrorCode::kUnavailable, std::string(what) + ": " + ncclGetErrorString(result));
 }
 
+using Deadline = std::chrono::steady_clock::time_point;
+
+// The communicator is non-blocking (so that joining peers that never come cannot hang the
+// trainer): a call may answer ncclInProgress while it goes on in the background. Waits until it
+// settles, up to the deadline; ncclInProgress back means the deadline passed.
+ncclResult_t Settle(ncclComm_t comm, ncclResult_t result, Deadline deadline) {
+  while (result == ncclInProgress) {
+    if (std::chrono::steady_clock::now() > deadline) return ncclInProgress;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    ncclCommGetAsyncError(comm, &result);
+  }
+  return result;
+}
+
+Deadline DeadlineAfter(std::chrono::milliseconds timeout) {
+  return std::chrono::steady_clock::now() + timeout;
+}
+
 class NcclCollective;
 
 // Everything queued on the communicator's stream so far, waited for with the deadline.
@@ -43,10 +61,12 @@ class NcclCollective final : public Collective {
   }
   ~NcclCollective() override {
     cudaEventDestroy(ready_);
-    if (aborted_) {
-      ncclCommAbort(comm_);
-    } else {
+    // Finalize flushes what was issued; if it does not settle soon, abort instead.
+    if (!aborted_ &&
+        Settle(comm_, ncclCommFinalize(comm_), DeadlineAfter(std::chrono::seconds(5))) == ncclSuccess) {
       ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
     }
     if (device_buffer_ != nullptr) cudaFree(device_buffer_);
     cudaStreamDestroy(stream_);
@@ -75,9 +95,9 @@ class NcclCollective final : public Collective {
     if (cudaError_t error = cudaStreamWaitEvent(stream_, ready_, 0); error != cudaSuccess) {
       return CudaError("cudaStreamWaitEvent", error);
     }
-    if (ncclResult_t result = ncclAllReduce(device_values.data(), device_values.data(),
-                                            device_values.size(), ncclFloat, ncclSum, comm_,
-                                            stream_);
+    if (ncclResult_t result = Enqueued(ncclAllReduce(device_values.data(), device_values.data(),
+                                                     device_values.size(), ncclFloat, ncclSum,
+                                                     comm_, stream_));
         result != ncclSuccess) {
       return NcclError("ncclAllReduce", result);
     }
@@ -105,7 +125,7 @@ class NcclCollective final : public Collective {
         error != cudaSuccess) {
       return CudaError("copy to device", error);
     }
-    if (ncclResult_t result = launch(device_buffer_); result != ncclSuccess) {
+    if (ncclResult_t result = Enqueued(launch(device_buffer_)); result != ncclSuccess) {
       return NcclError("collective", result);
     }
     if (cudaError_t error = cudaMemcpyAsync(host.data(), device_buffer_, host.size(),
@@ -117,6 +137,12 @@ class NcclCollective final : public Collective {
   }
 
   friend class NcclPending;
+  // A collective call's answer once its enqueueing has settled; a stuck one aborts.
+  ncclResult_t Enqueued(ncclResult_t result) {
+    result = Settle(comm_, result, DeadlineAfter(options_.timeout));
+    if (result != ncclSuccess) aborted_ = true;
+    return result;
+  }
   Status WaitWithDeadline() {
     const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
     while (true) {
@@ -125,7 +151,7 @@ class NcclCollective final : public Collective {
       if (state != cudaErrorNotReady) return CudaError("collective", state);
       ncclResult_t async_error = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async_error);
-      if (async_error != ncclSuccess) {
+      if (async_error != ncclSuccess && async_error != ncclInProgress) {
         aborted_ = true;
         return NcclError("peer failure", async_error);
       }
@@ -188,10 +214,21 @@ Result<std::unique_ptr<Collective>> ConnectNccl(RendezvousStore& store,
     }
     std::memcpy(&id, bytes->data(), sizeof id);
   }
-  ncclComm_t comm;
-  if (ncclResult_t result = ncclCommInitRank(&comm, options.world_size, id, options.rank);
-      result != ncclSuccess) {
-    return NcclError("ncclCommInitRank", result);
+  // Non-blocking, so that a peer that never joins ends in a timeout and an abort, not a hang:
+  // the trainer then falls out and rejoins the next generation, as with Gloo.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclResult_t result = ncclCommInitRankConfig(&comm, options.world_size, id, options.rank, &config);
+  if (comm != nullptr) result = Settle(comm, result, DeadlineAfter(options.timeout));
+  if (result != ncclSuccess) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    if (result == ncclInProgress) {
+      return MakeError(ErrorCode::kDeadlineExceeded,
+                       "NCCL communicator not formed within the collective timeout: not all " +
+                           std::to_string(options.world_size) + " ranks joined; aborted");
+    }
+    return NcclError("ncclCommInitRankConfig", result);
   }
   cudaStream_t stream;
   if (cudaError_t error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);

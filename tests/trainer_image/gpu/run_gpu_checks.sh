@@ -57,6 +57,24 @@ grep -q '"collective":"nccl"' "$logs/train_cnn_cuda_nccl.log" || { echo "FAIL: t
 grep '"finished"' "$logs/train_cnn_cuda_nccl.log"
 }
 
+# A peer that never joins: rank 0 of a world of 2, alone. NCCL's communicator must time out and
+# be aborted (not hang) and the trainer fall out of the generation; a static group cannot
+# rejoin, so it exits 1. (Two ranks cannot share one GPU in NCCL, so this is the peer-loss check
+# one GPU allows.)
+if wanted nccl_absent_peer; then
+  start=$SECONDS
+  timeout 120 bash -c "$(declare -f trainer); bin='$bin'; trainer --world-size 2 --device cuda \
+    --collective nccl --batches 8,8 --steps 5 --collective-timeout-ms 5000" \
+    >"$logs/nccl_absent_peer.log" 2>&1
+  rc=$?
+  if ((rc == 1)) && grep -q 'not all 2 ranks joined' "$logs/nccl_absent_peer.log"; then
+    echo "PASS nccl_absent_peer (timed out, aborted and fell out in $((SECONDS - start)) s)"
+  else
+    echo "FAIL nccl_absent_peer (exit $rc; 124 means it hung)"; tail -3 "$logs/nccl_absent_peer.log"
+    failures=$((failures + 1))
+  fi
+fi
+
 # Single-GPU equivalence: the same 20 MLP steps on the GPU (NCCL, gradients all-reduced in
 # place in GPU memory in 2 buckets overlapped with backward) and on the CPU (Gloo) end at the
 # same parameters within float tolerance.
