@@ -105,7 +105,10 @@ Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, 
   member.last_seen = now;
   members_.emplace(hello.pod(), std::move(member));
   log::Info("coordinator", config_.name, "trainer joined",
-            {{"pod", hello.pod()}, {"node", hello.node()}, {"gpu_product", hello.gpu_product()}});
+            {{"pod", hello.pod()},
+             {"node", hello.node()},
+             {"gpu_product", hello.gpu_product()},
+             {"gpu_memory", hello.gpu_memory()}});
   ScheduleGeneration(now, "joined: " + hello.pod(), /*force=*/false);
   return Ok();
 }

@@ -14,6 +14,7 @@ binaries=(
   trainer_image/gpu/fulcrum-gpu-probe
   bench/trainer/fulcrum-step-curve
   tests/trainer_image/trainer_core_test
+  operator/cmd/fulcrum_coordinator/fulcrum-coordinator
 )
 for binary in "${binaries[@]}"; do
   if [[ -x $build/$binary ]]; then

@@ -57,6 +57,32 @@ grep -q '"collective":"nccl"' "$logs/train_cnn_cuda_nccl.log" || { echo "FAIL: t
 grep '"finished"' "$logs/train_cnn_cuda_nccl.log"
 }
 
+# Through a coordinator: the trainer's Hello carries the GPU's own name and memory (from
+# cudaGetDeviceProperties, not a node label), which the coordinator logs and keeps.
+if wanted coordinator_hello; then
+  work="$logs/coordinator"; mkdir -p "$work"
+  echo "local gpu-check-token" >"$work/tokens"; echo "gpu-check-token" >"$work/token"
+  "$bin/fulcrum-coordinator" --listen 127.0.0.1:0 --job-token-file "$work/tokens" --global-batch 256 \
+    --min-workers 1 --state-file "$work/state.json" --settle-ms 300 >"$logs/coordinator.log" 2>&1 &
+  coordinator=$!
+  port=""
+  for _ in $(seq 100); do
+    port=$(grep -o '"port":[0-9]*' "$logs/coordinator.log" | head -1 | cut -d: -f2)
+    [[ -n $port ]] && break; sleep 0.1
+  done
+  check coordinator_hello_trainer "$bin/fulcrum-trainer" --coordinator "127.0.0.1:$port" \
+    --token-file "$work/token" --job local --pod gpu-trainer --device cuda --model cnn \
+    --image-size 32 --hidden 64 --steps 30
+  kill "$coordinator" 2>/dev/null; wait "$coordinator" 2>/dev/null
+  joined=$(grep '"trainer joined"' "$logs/coordinator.log" | head -1)
+  echo "coordinator saw: $joined" | cut -c1-300
+  if [[ $joined == *'"gpu_product":"NVIDIA'* && $joined != *'"gpu_memory":0'* ]]; then
+    echo "PASS coordinator_hello (the device's product and memory reached the coordinator)"
+  else
+    echo "FAIL coordinator_hello"; failures=$((failures + 1))
+  fi
+fi
+
 # A peer that never joins: rank 0 of a world of 2, alone. NCCL's communicator must time out and
 # be aborted (not hang) and the trainer fall out of the generation; a static group cannot
 # rejoin, so it exits 1. (Two ranks cannot share one GPU in NCCL, so this is the peer-loss check
