@@ -1,0 +1,122 @@
+// crds/fulcrum.dev_heterotrainingjobs.yaml as the API server enforces it (a real control plane
+// from tests/cluster/up): every example is admitted; every manifest in tests/e2e/invalid is
+// refused with a message naming the field (each file's "# expect:" lines); the immutable fields
+// cannot change on a running job while the live ones can; the Helm chart carries the same CRD.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/polling.h"
+#include "tests/support/test_cluster.h"
+
+namespace fulcrum::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr const char* kCrd = "crds/fulcrum.dev_heterotrainingjobs.yaml";
+
+std::vector<std::filesystem::path> YamlFilesIn(const std::string& relative) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(SourcePath(relative))) {
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The "# expect: TEXT" lines of an invalid manifest.
+std::vector<std::string> ExpectedMessages(const std::filesystem::path& file) {
+  std::vector<std::string> expected;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    const std::string prefix = "# expect: ";
+    if (line.rfind(prefix, 0) == 0) expected.push_back(line.substr(prefix.size()));
+  }
+  return expected;
+}
+
+class CrdValidation : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const CommandResult applied = Cluster().Kubectl("apply -f " + SourcePath(kCrd));
+    ASSERT_EQ(applied.exit_code, 0) << applied.output;
+    const CommandResult established = Cluster().Kubectl(
+        "wait --for condition=established --timeout=60s crd/heterotrainingjobs.fulcrum.dev");
+    ASSERT_EQ(established.exit_code, 0) << established.output;
+  }
+};
+
+TEST(CrdFiles, TheHelmChartCarriesTheSameCrd) {
+  EXPECT_EQ(ReadFile(SourcePath("helm/fulcrum/crds/fulcrum.dev_heterotrainingjobs.yaml")),
+            ReadFile(SourcePath(kCrd)));
+}
+
+TEST_F(CrdValidation, EveryExampleIsAdmitted) {
+  const auto examples = YamlFilesIn("crds/examples");
+  ASSERT_GE(examples.size(), 3u);
+  for (const auto& example : examples) {
+    const CommandResult result = Cluster().Kubectl("apply --dry-run=server -f " + example.string());
+    EXPECT_EQ(result.exit_code, 0) << example.filename() << ":\n" << result.output;
+  }
+}
+
+TEST_F(CrdValidation, EveryInvalidManifestIsRefusedNamingTheField) {
+  const auto invalid = YamlFilesIn("tests/e2e/invalid");
+  ASSERT_GE(invalid.size(), 15u);
+  for (const auto& manifest : invalid) {
+    const std::vector<std::string> expected = ExpectedMessages(manifest);
+    ASSERT_FALSE(expected.empty()) << manifest.filename() << " has no '# expect:' line";
+    const CommandResult result = Cluster().Kubectl("apply --dry-run=server -f " + manifest.string());
+    EXPECT_NE(result.exit_code, 0) << manifest.filename() << " was admitted";
+    for (const std::string& message : expected) {
+      EXPECT_THAT(result.output, HasSubstr(message)) << manifest.filename();
+    }
+  }
+}
+
+TEST_F(CrdValidation, ImmutableFieldsCannotChangeWhileLiveFieldsCan) {
+  const CommandResult created =
+      Cluster().Kubectl("apply -f " + SourcePath("crds/examples/elastic.yaml"));
+  ASSERT_EQ(created.exit_code, 0) << created.output;
+  auto patch = [](const std::string& json) {
+    return Cluster().Kubectl("patch htj elastic --type merge --dry-run=server -p '" + json + "'");
+  };
+  const std::vector<std::pair<std::string, std::string>> immutable = {
+      {R"({"spec":{"image":"example.com/other-trainer:1"}})", "image is immutable"},
+      {R"({"spec":{"model":{"builtin":"mlp"}}})", "model is immutable"},
+      {R"({"spec":{"dataset":{"synthetic":{"samples":10}}}})", "dataset is immutable"},
+      {R"({"spec":{"training":{"optimizer":"adam","momentum":null}}})",
+       "training.optimizer is immutable"},
+      {R"({"spec":{"gpusPerWorker":2}})", "gpusPerWorker is immutable"},
+  };
+  for (const auto& [json, message] : immutable) {
+    const CommandResult result = patch(json);
+    EXPECT_NE(result.exit_code, 0) << json << " was admitted";
+    EXPECT_THAT(result.output, HasSubstr(message)) << json;
+  }
+  const std::vector<std::string> live = {
+      R"({"spec":{"globalBatchSize":256}})",
+      R"({"spec":{"replicas":{"min":2,"max":4}}})",
+      R"({"spec":{"balancing":{"policy":"proportional","minGain":0.1}}})",
+      R"({"spec":{"suspend":true}})",
+  };
+  for (const std::string& json : live) {
+    const CommandResult result = patch(json);
+    EXPECT_EQ(result.exit_code, 0) << json << ":\n" << result.output;
+  }
+  // The columns kubectl shows for the job.
+  const CommandResult listed = Cluster().Kubectl("get htj elastic");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  for (const char* column : {"PHASE", "WORKERS", "STEP", "SAMPLES/S", "EFFICIENCY", "AGE"}) {
+    EXPECT_THAT(listed.output, HasSubstr(column));
+  }
+  EXPECT_EQ(Cluster().Kubectl("delete htj elastic --wait=false").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace fulcrum::testing
