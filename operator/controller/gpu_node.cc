@@ -52,7 +52,8 @@ GpuNode ReadGpuNode(const nlohmann::json& node, const GpuLabelKeys& keys) {
   if (auto quantity = allocatable.find(keys.resource);
       quantity != allocatable.end() && quantity->is_string()) {
     // Extended resources are whole numbers; anything else cannot be requested per GPU.
-    if (std::optional<int64_t> value = WholeNumber(quantity->get<std::string>()); value && *value <= 1024) {
+    if (std::optional<int64_t> value = WholeNumber(quantity->get<std::string>());
+        value && *value <= 1024) {
       gpu.allocatable_gpus = static_cast<int>(*value);
     } else {
       gpu.problems.push_back("status.allocatable[" + keys.resource + "]=\"" +
@@ -64,7 +65,8 @@ GpuNode ReadGpuNode(const nlohmann::json& node, const GpuLabelKeys& keys) {
     if (condition.value("type", "") == "Ready") gpu.ready = condition.value("status", "") == "True";
   }
   gpu.unschedulable = node.value("/spec/unschedulable"_json_pointer, false);
-  for (const nlohmann::json& taint : node.value("/spec/taints"_json_pointer, nlohmann::json::array())) {
+  for (const nlohmann::json& taint :
+       node.value("/spec/taints"_json_pointer, nlohmann::json::array())) {
     gpu.taints.push_back(
         {taint.value("key", ""), taint.value("value", ""), taint.value("effect", "")});
   }

@@ -29,12 +29,12 @@ struct Taint {
 
 struct GpuNode {
   std::string name;
-  std::string product;        // "" when the node has no product label
-  int64_t memory_bytes = 0;   // per GPU; 0 when unknown (label absent or unreadable)
-  int labelled_gpus = 0;      // the count label
-  int allocatable_gpus = 0;   // status.allocatable[resource]
-  bool ready = false;         // the Ready condition is True
-  bool unschedulable = false; // cordoned
+  std::string product;         // "" when the node has no product label
+  int64_t memory_bytes = 0;    // per GPU; 0 when unknown (label absent or unreadable)
+  int labelled_gpus = 0;       // the count label
+  int allocatable_gpus = 0;    // status.allocatable[resource]
+  bool ready = false;          // the Ready condition is True
+  bool unschedulable = false;  // cordoned
   std::vector<Taint> taints;
   std::optional<double> prior_speed;  // relative to a V100; nullopt for products not in the catalog
   // Labels present but unreadable, e.g. "nvidia.com/gpu.memory=\"lots\" is not a whole number

@@ -15,7 +15,8 @@ bool Contains(const std::vector<std::string>& list, const std::string& value) {
 bool SamePlacement(const GpuNode& a, const GpuNode& b) {
   auto taints = [](const GpuNode& node) {
     std::vector<std::string> all;
-    for (const Taint& taint : node.taints) all.push_back(taint.key + "=" + taint.value + ":" + taint.effect);
+    for (const Taint& taint : node.taints)
+      all.push_back(taint.key + "=" + taint.value + ":" + taint.effect);
     return all;
   };
   return a.product == b.product && a.memory_bytes == b.memory_bytes &&
@@ -96,7 +97,8 @@ void FeedInventory(kube::Informer& informer, NodeInventory& inventory,
     inventory.Upsert(node.ToJson());
     notify(std::string(node.name()));
   };
-  handler.on_update = [&inventory, notify](const kube::CachedObject&, const kube::CachedObject& node) {
+  handler.on_update = [&inventory, notify](const kube::CachedObject&,
+                                           const kube::CachedObject& node) {
     const uint64_t before = inventory.version();
     inventory.Upsert(node.ToJson());
     if (inventory.version() != before) notify(std::string(node.name()));

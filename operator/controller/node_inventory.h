@@ -28,7 +28,8 @@ struct GpuSelector {
 
 class NodeInventory {
  public:
-  explicit NodeInventory(GpuLabelKeys keys = {}, std::vector<std::string> tolerated_taint_keys = {});
+  explicit NodeInventory(GpuLabelKeys keys = {},
+                         std::vector<std::string> tolerated_taint_keys = {});
 
   // From the informer: a node as the server has it now, or gone.
   GpuNode Upsert(const nlohmann::json& node);

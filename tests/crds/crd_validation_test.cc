@@ -71,7 +71,8 @@ TEST_F(CrdValidation, EveryInvalidManifestIsRefusedNamingTheField) {
   for (const auto& manifest : invalid) {
     const std::vector<std::string> expected = ExpectedMessages(manifest);
     ASSERT_FALSE(expected.empty()) << manifest.filename() << " has no '# expect:' line";
-    const CommandResult result = Cluster().Kubectl("apply --dry-run=server -f " + manifest.string());
+    const CommandResult result =
+        Cluster().Kubectl("apply --dry-run=server -f " + manifest.string());
     EXPECT_NE(result.exit_code, 0) << manifest.filename() << " was admitted";
     for (const std::string& message : expected) {
       EXPECT_THAT(result.output, HasSubstr(message)) << manifest.filename();

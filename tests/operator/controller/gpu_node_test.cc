@@ -103,7 +103,8 @@ TEST(NodeInventory, CandidatesPreferFasterProductsAndFollowTheSelector) {
   inventory.Upsert(Node("v100-down", GfdLabels("Tesla-V100-SXM2-16GB"), "1", /*ready=*/false));
   EXPECT_THAT(Names(inventory.Candidates(1, {})),
               ElementsAre("a100-0", "v100-0", "t4-0", "mystery-0"));
-  EXPECT_THAT(Names(inventory.Candidates(1, {.allowed = {"Tesla-T4", "Tesla-V100-SXM2-16GB"}, .denied = {}})),
+  EXPECT_THAT(Names(inventory.Candidates(
+                  1, {.allowed = {"Tesla-T4", "Tesla-V100-SXM2-16GB"}, .denied = {}})),
               ElementsAre("v100-0", "t4-0"));
   EXPECT_THAT(Names(inventory.Candidates(1, {.allowed = {}, .denied = {"NVIDIA-A100-SXM4-40GB"}})),
               ElementsAre("v100-0", "t4-0", "mystery-0"));

@@ -31,16 +31,15 @@ nlohmann::json GpuNodeObject(const std::string& name, const std::string& product
 
 // Nodes without a kubelet: the test writes the status a kubelet would (allocatable GPUs, Ready).
 void SetStatus(kube::ApiClient& client, const std::string& name, bool ready) {
-  const nlohmann::json patch = {
-      {"status",
-       {{"capacity", {{"nvidia.com/gpu", "1"}, {"cpu", "4"}}},
-        {"allocatable", {{"nvidia.com/gpu", "1"}, {"cpu", "4"}}},
-        {"conditions",
-         {{{"type", "Ready"},
-           {"status", ready ? "True" : "False"},
-           {"reason", ready ? "KubeletReady" : "KubeletNotReady"},
-           {"lastHeartbeatTime", "2026-01-01T00:00:00Z"},
-           {"lastTransitionTime", "2026-01-01T00:00:00Z"}}}}}}};
+  const nlohmann::json patch = {{"status",
+                                 {{"capacity", {{"nvidia.com/gpu", "1"}, {"cpu", "4"}}},
+                                  {"allocatable", {{"nvidia.com/gpu", "1"}, {"cpu", "4"}}},
+                                  {"conditions",
+                                   {{{"type", "Ready"},
+                                     {"status", ready ? "True" : "False"},
+                                     {"reason", ready ? "KubeletReady" : "KubeletNotReady"},
+                                     {"lastHeartbeatTime", "2026-01-01T00:00:00Z"},
+                                     {"lastTransitionTime", "2026-01-01T00:00:00Z"}}}}}}};
   kube::PatchOptions options;
   options.subresource = "status";
   auto patched = client.Patch(kube::resources::Nodes(), "", name, kube::PatchType::kStrategicMerge,
@@ -59,8 +58,8 @@ std::vector<std::string> CandidateNames(const NodeInventory& inventory) {
 TEST(NodeInventoryIntegration, FollowsGpuNodesThroughRelabelCordonNotReadyAndDeletion) {
   auto client = AdminClient();
   ASSERT_NE(client, nullptr);
-  for (const auto& [name, product] : {std::pair{"inv-t4", "Tesla-T4"},
-                                      std::pair{"inv-a100", "NVIDIA-A100-SXM4-40GB"}}) {
+  for (const auto& [name, product] :
+       {std::pair{"inv-t4", "Tesla-T4"}, std::pair{"inv-a100", "NVIDIA-A100-SXM4-40GB"}}) {
     auto created = client->Create(kube::resources::Nodes(), "", GpuNodeObject(name, product));
     ASSERT_TRUE(created.ok()) << created.error().ToString();
     SetStatus(*client, name, /*ready=*/true);
@@ -100,7 +99,8 @@ TEST(NodeInventoryIntegration, FollowsGpuNodesThroughRelabelCordonNotReadyAndDel
   auto cordoned = client->Patch(kube::resources::Nodes(), "", "inv-a100", kube::PatchType::kMerge,
                                 {{"spec", {{"unschedulable", true}}}});
   ASSERT_TRUE(cordoned.ok()) << cordoned.error().ToString();
-  ASSERT_TRUE(WaitFor([&] { return CandidateNames(inventory) == std::vector<std::string>{"inv-t4"}; }));
+  ASSERT_TRUE(
+      WaitFor([&] { return CandidateNames(inventory) == std::vector<std::string>{"inv-t4"}; }));
   EXPECT_TRUE(inventory.Get("inv-a100").has_value());
 
   // NotReady: gone from the candidates too.

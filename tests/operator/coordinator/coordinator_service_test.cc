@@ -6,6 +6,9 @@
 #include <grpcpp/support/sync_stream.h>
 #include <gtest/gtest.h>
 
+#include "tests/support/freezable_proxy.h"
+#include "tests/support/polling.h"
+
 namespace fulcrum::coordinator {
 namespace {
 
@@ -245,6 +248,41 @@ TEST_F(CoordinatorServiceTest, StaleGenerationIsRejectedWhileOthersKeepBeingServ
   EXPECT_EQ(to_b->generation(), 4);
   EXPECT_EQ(to_b->world_size(), 2);
   EXPECT_EQ(to_c->rank(), 1);
+}
+
+// A trainer whose host vanishes (its connection goes silent: no FIN, no RST, no heartbeats) is
+// noticed by the coordinator's gRPC keepalive within seconds and leaves the job. The heartbeat
+// timeout is an hour here, so nothing but keepalive can notice it within the test's wait.
+TEST(CoordinatorKeepalive, AVanishedTrainerIsNoticedByKeepaliveLongBeforeItsHeartbeatTimeout) {
+  auto server = CoordinatorServer::Start("127.0.0.1:0");
+  ASSERT_TRUE(server.ok());
+  JobSessionConfig job;
+  job.name = "demo";
+  job.token = kToken;
+  job.global_batch = 32;
+  job.min_workers = 1;
+  job.settle = std::chrono::milliseconds(50);
+  job.leave_timeout = std::chrono::milliseconds(200);
+  job.heartbeat_timeout = std::chrono::hours(1);
+  ASSERT_TRUE((*server)->service().AddJob(job).ok());
+  fulcrum::testing::FreezableProxy proxy((*server)->port());
+  Trainer trainer(grpc::CreateChannel("127.0.0.1:" + std::to_string(proxy.port()),
+                                      grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(trainer.Hello("vanishing"));
+  ASSERT_TRUE(trainer.NextAssignment());
+  ASSERT_EQ((*server)->service().Snapshot()[0].members.size(), 1u);
+
+  proxy.FreezeOpenConnections();
+  const bool noticed = fulcrum::testing::WaitUntil(
+      [&] {
+        const auto jobs = (*server)->service().Snapshot();
+        return jobs[0].members.empty() || !jobs[0].members[0].connected;
+      },
+      // Keepalive takes about 10 s (a ping after 5 s of silence, 5 s for its answer). Well
+      // inside the Trainer's 60 s call deadline, which the server would also act on.
+      std::chrono::seconds(40));
+  EXPECT_TRUE(noticed) << "the coordinator still counts the vanished trainer as connected";
+  (*server)->Shutdown();
 }
 
 }  // namespace
