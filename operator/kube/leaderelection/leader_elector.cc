@@ -1,10 +1,12 @@
 #include "operator/kube/leaderelection/leader_elector.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <thread>
 
-#include "operator/kube/util/backoff.h"
 #include "operator/kube/client/micro_time.h"
+#include "operator/kube/util/backoff.h"
 
 namespace fulcrum::kube {
 namespace {
@@ -158,28 +160,55 @@ void LeaderElector::Run(std::stop_token stop) {
     leading_ = true;
   }
   log_.Info("started leading", who);
+  // Leadership is valid until renew_deadline after the last renewal was *sent* (the lease's
+  // renewTime is stamped then, and rivals time its expiry from when they later see it; their
+  // lease_duration is longer). A watchdog ends it then even while a renewal is stuck in a
+  // slow or unreachable API server, so that at no instant do two candidates lead.
+  std::atomic<Clock::Duration::rep> valid_until{
+      (config_.clock->Now() + config_.renew_deadline).time_since_epoch().count()};
+  auto expired = [&] {
+    return config_.clock->Now().time_since_epoch().count() >= valid_until.load();
+  };
   std::jthread leader;
   if (config_.on_started_leading) {
     leader = std::jthread([this](std::stop_token leading) { config_.on_started_leading(leading); });
   }
+  std::jthread watchdog([&](std::stop_token watching) {
+    while (!watching.stop_requested() && !expired()) {
+      config_.clock->SleepFor(
+          std::min<Clock::Duration>(config_.retry_period / 4, std::chrono::milliseconds(50)),
+          watching);
+    }
+    if (watching.stop_requested()) return;
+    {
+      std::lock_guard lock(mutex_);
+      leading_ = false;
+    }
+    if (leader.joinable()) leader.request_stop();
+  });
 
-  // Renew until stopped, or until a renewal cannot be made within renew_deadline.
+  // Renew every retry_period until stopped or until the renew deadline passes unrenewed.
   bool lost = false;
   while (!stop.stop_requested()) {
-    const Clock::TimePoint deadline = config_.clock->Now() + config_.renew_deadline;
     bool renewed = false;
-    while (!stop.stop_requested() && config_.clock->Now() < deadline) {
-      if ((renewed = TryAcquireOrRenew())) break;
+    while (!stop.stop_requested() && !expired()) {
+      const Clock::TimePoint sent = config_.clock->Now();
+      if ((renewed = TryAcquireOrRenew())) {
+        valid_until = (sent + config_.renew_deadline).time_since_epoch().count();
+        break;
+      }
       config_.clock->SleepFor(config_.retry_period, stop);
     }
     if (stop.stop_requested()) break;
-    if (!renewed) {
+    if (!renewed || expired()) {  // a renewal that came back after the deadline is too late
       lost = true;
       break;
     }
     config_.clock->SleepFor(config_.retry_period, stop);
   }
 
+  watchdog.request_stop();
+  watchdog.join();
   if (leader.joinable()) {
     leader.request_stop();
     leader.join();

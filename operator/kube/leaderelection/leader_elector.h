@@ -3,7 +3,10 @@
 // free or when its holder has not renewed it for lease_duration, as measured
 // on the candidate's own clock from when it last saw the lease change (so
 // clock skew between machines does not matter); the leader renews every
-// retry_period and gives up leading if it cannot renew within renew_deadline;
+// retry_period and gives up leading if it cannot renew within renew_deadline
+// (counted from when the last successful renewal was sent, and enforced by a
+// watchdog even while a renewal hangs on a slow API server, so leadership always
+// ends before a rival can see the lease expire);
 // on a clean stop it releases the lease so that another candidate takes over
 // at once.
 #pragma once

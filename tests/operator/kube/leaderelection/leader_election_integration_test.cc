@@ -1,13 +1,16 @@
 // Leader election between two candidates on one Lease: exactly one leads; a
 // leader that dies without releasing is replaced once the lease expires; a
-// leader that stops cleanly hands over at once.
+// leader that stops cleanly hands over at once; a leader whose API server stops
+// answering steps down by its renew deadline, before the other can take over.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include "operator/kube/leaderelection/leader_elector.h"
 #include "tests/operator/kube/kube_test_support.h"
+#include "tests/support/freezable_proxy.h"
 
 namespace fulcrum::kube {
 namespace {
@@ -126,6 +129,64 @@ TEST(KubeLeaderElection, CleanReleaseHandsOverAtOnce) {
   EXPECT_EQ((*lease_object)["spec"]["holderIdentity"], "beta");
   EXPECT_GE((*lease_object)["spec"]["leaseTransitions"].get<int>(), 1);
   beta->Stop();
+}
+
+// A client of the test cluster's API server whose connections pass through `proxy`.
+std::shared_ptr<ApiClient> ClientThrough(const fulcrum::testing::FreezableProxy& proxy,
+                                         RestOptions options) {
+  auto config = LoadKubeconfig(fulcrum::testing::Cluster().kubeconfig());
+  EXPECT_TRUE(config.ok());
+  if (!config.ok()) return nullptr;
+  config->server = "https://127.0.0.1:" + std::to_string(proxy.port());
+  auto rest = RestClient::Create(*config, options);
+  EXPECT_TRUE(rest.ok()) << rest.error().ToString();
+  if (!rest.ok()) return nullptr;
+  return std::make_shared<ApiClient>(std::shared_ptr<RestClient>(std::move(rest).value()));
+}
+
+int ApiServerPort() {
+  auto config = LoadKubeconfig(fulcrum::testing::Cluster().kubeconfig());
+  EXPECT_TRUE(config.ok());
+  return config.ok() ? std::stoi(config->server.substr(config->server.rfind(':') + 1)) : 0;
+}
+
+TEST(KubeLeaderElection, ALeaderCutOffFromTheApiServerStepsDownBeforeAnotherTakesOver) {
+  auto client = AdminClient();
+  CreateNamespace(*client, "election-cutoff");
+  // Alpha reaches the API server through a proxy that will stop forwarding without closing
+  // anything: its renewals then hang for the client's whole request timeout, far past its
+  // renew deadline (4 s) and the lease (6 s).
+  fulcrum::testing::FreezableProxy proxy(ApiServerPort());
+  RestOptions slow;
+  slow.request_timeout = std::chrono::seconds(20);
+  const milliseconds lease(6000);
+  auto alpha = std::make_unique<Candidate>(ClientThrough(proxy, slow), "election-cutoff", "alpha",
+                                           lease, /*release_on_cancel=*/false);
+  ASSERT_TRUE(WaitFor([&] { return alpha->elector().IsLeader(); }));
+  auto beta = std::make_unique<Candidate>(client, "election-cutoff", "beta", lease, false);
+  ASSERT_TRUE(WaitFor([&] { return beta->elector().ObservedLeader() == "alpha"; }));
+
+  proxy.FreezeOpenConnections();
+  // Watch both, every few milliseconds, until beta has led for a while.
+  int both = 0;
+  int samples = 0;
+  const auto until = std::chrono::steady_clock::now() + seconds(60);
+  std::optional<std::chrono::steady_clock::time_point> beta_led;
+  while (std::chrono::steady_clock::now() < until) {
+    const bool alpha_leads = alpha->elector().IsLeader();
+    const bool beta_leads = beta->elector().IsLeader();
+    both += alpha_leads && beta_leads;
+    ++samples;
+    if (beta_leads && !beta_led) beta_led = std::chrono::steady_clock::now();
+    if (beta_led && std::chrono::steady_clock::now() > *beta_led + seconds(2)) break;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  EXPECT_TRUE(beta_led.has_value()) << "beta never took over the abandoned lease";
+  EXPECT_EQ(both, 0) << "two leaders at once in " << both << " of " << samples << " samples";
+  EXPECT_FALSE(alpha->elector().IsLeader());
+  EXPECT_FALSE(alpha->leading());  // its leader work was told to stop (and did)
+  beta->Stop();
+  alpha->Stop();  // returns once its stuck renewal times out
 }
 
 }  // namespace
