@@ -1,0 +1,174 @@
+#include "operator/controller/job_objects.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace fulcrum::controller {
+namespace {
+
+nlohmann::json Labels(const JobSpec& job) {
+  return {{"app.kubernetes.io/name", "fulcrum-trainer"},
+          {"app.kubernetes.io/managed-by", "fulcrum-operator"},
+          {kJobLabel, job.name}};
+}
+
+nlohmann::json Metadata(const JobSpec& job, const std::string& name) {
+  return {{"name", name},
+          {"namespace", job.ns},
+          {"labels", Labels(job)},
+          {"ownerReferences", {OwnerReference(job)}}};
+}
+
+std::string Number(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+nlohmann::json FieldEnv(const std::string& name, const std::string& path) {
+  return {{"name", name}, {"valueFrom", {{"fieldRef", {{"fieldPath", path}}}}}};
+}
+
+// Required: the product label exists (GPU workers) and passes the selector. Preferred: faster
+// products, weight 1..100 in proportion to the prior speed.
+nlohmann::json NodeAffinity(const JobSpec& job, const TrainerPodOptions& options) {
+  nlohmann::json affinity = nlohmann::json::object();
+  if (job.gpus_per_worker == 0) return affinity;
+  nlohmann::json expressions = {{{"key", options.keys.product}, {"operator", "Exists"}}};
+  if (!job.gpu_selector.allowed.empty()) {
+    expressions.push_back(
+        {{"key", options.keys.product}, {"operator", "In"}, {"values", job.gpu_selector.allowed}});
+  }
+  if (!job.gpu_selector.denied.empty()) {
+    expressions.push_back({{"key", options.keys.product},
+                           {"operator", "NotIn"},
+                           {"values", job.gpu_selector.denied}});
+  }
+  affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+      {"nodeSelectorTerms", {{{"matchExpressions", expressions}}}}};
+  double fastest = 0.0;
+  for (const auto& [product, speed] : options.product_speeds) fastest = std::max(fastest, speed);
+  nlohmann::json preferred = nlohmann::json::array();
+  auto speeds = options.product_speeds;
+  std::stable_sort(speeds.begin(), speeds.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [product, speed] : speeds) {
+    if (fastest <= 0.0 || !job.gpu_selector.Admits(product)) continue;
+    const int weight = std::clamp(static_cast<int>(std::lround(100.0 * speed / fastest)), 1, 100);
+    preferred.push_back(
+        {{"weight", weight},
+         {"preference",
+          {{"matchExpressions",
+            {{{"key", options.keys.product}, {"operator", "In"}, {"values", {product}}}}}}}});
+  }
+  if (!preferred.empty()) affinity["preferredDuringSchedulingIgnoredDuringExecution"] = preferred;
+  return affinity;
+}
+
+}  // namespace
+
+std::string TokenSecretName(const JobSpec& job) {
+  return job.name + "-token";
+}
+std::string ServiceName(const JobSpec& job) {
+  return job.name + "-workers";
+}
+std::string WorkerPodName(const JobSpec& job, int worker) {
+  return job.name + "-worker-" + std::to_string(worker);
+}
+
+nlohmann::json OwnerReference(const JobSpec& job) {
+  return {{"apiVersion", "fulcrum.dev/v1alpha1"},
+          {"kind", "HeteroTrainingJob"},
+          {"name", job.name},
+          {"uid", job.uid},
+          {"controller", true},
+          {"blockOwnerDeletion", true}};
+}
+
+nlohmann::json TokenSecret(const JobSpec& job, const std::string& token) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"metadata", Metadata(job, TokenSecretName(job))},
+          {"type", "Opaque"},
+          {"stringData", {{"token", token}}}};
+}
+
+nlohmann::json HeadlessService(const JobSpec& job) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Service"},
+          {"metadata", Metadata(job, ServiceName(job))},
+          {"spec",
+           {{"clusterIP", "None"},
+            {"selector", {{kJobLabel, job.name}}},
+            // Workers find each other before they are ready (the rendezvous comes first).
+            {"publishNotReadyAddresses", true},
+            {"ports",
+             {{{"name", "metrics"},
+               {"port", kTrainerMetricsPort},
+               {"targetPort", kTrainerMetricsPort}}}}}}};
+}
+
+std::vector<std::string> TrainerArgs(const JobSpec& job) {
+  std::vector<std::string> args = {"--coordinator",  "$(FULCRUM_COORDINATOR)",
+                                   "--token-file",   std::string(kTokenMountPath) + "/token",
+                                   "--job",          job.CoordinatorJobName(),
+                                   "--pod",          "$(POD_NAME)",
+                                   "--node",         "$(NODE_NAME)",
+                                   "--host",         "$(POD_IP)",
+                                   "--metrics-port", std::to_string(kTrainerMetricsPort)};
+  auto add = [&args](std::initializer_list<std::string> more) { args.insert(args.end(), more); };
+  if (job.gpus_per_worker == 0) add({"--device", "cpu"});
+  if (!job.torchscript_path.empty()) {
+    add({"--model", "torchscript", "--torchscript", job.torchscript_path, "--data-file",
+         job.record_file, "--record-features", std::to_string(job.features_per_record)});
+  } else {
+    add({"--model", job.builtin_model, "--dataset-size", std::to_string(job.synthetic_samples)});
+  }
+  add({"--seed", std::to_string(job.seed), "--steps", std::to_string(job.TotalSteps()),
+       "--optimizer", job.optimizer, "--lr", Number(job.learning_rate)});
+  if (job.momentum) add({"--momentum", Number(*job.momentum)});
+  if (!job.checkpoint_path.empty()) add({"--checkpoint-dir", job.checkpoint_path});
+  if (job.checkpoint_every > 0) add({"--checkpoint-every", std::to_string(job.checkpoint_every)});
+  args.insert(args.end(), job.args.begin(), job.args.end());
+  return args;
+}
+
+nlohmann::json TrainerPod(const JobSpec& job, int worker, const TrainerPodOptions& options) {
+  nlohmann::json metadata = Metadata(job, WorkerPodName(job, worker));
+  metadata["labels"][kWorkerLabel] = std::to_string(worker);
+  nlohmann::json env = {FieldEnv("POD_NAME", "metadata.name"),
+                        FieldEnv("POD_IP", "status.podIP"),
+                        FieldEnv("NODE_NAME", "spec.nodeName"),
+                        {{"name", "FULCRUM_COORDINATOR"}, {"value", options.coordinator_address}}};
+  for (const auto& [name, value] : job.env) env.push_back({{"name", name}, {"value", value}});
+  nlohmann::json container = {
+      {"name", "trainer"},
+      {"image", job.image.empty() ? options.default_image : job.image},
+      {"args", TrainerArgs(job)},
+      {"env", env},
+      {"ports", {{{"name", "metrics"}, {"containerPort", kTrainerMetricsPort}}}},
+      {"volumeMounts", {{{"name", "token"}, {"mountPath", kTokenMountPath}, {"readOnly", true}}}}};
+  if (!job.command.empty()) container["command"] = job.command;
+  if (job.gpus_per_worker > 0) {
+    const std::string gpus = std::to_string(job.gpus_per_worker);
+    container["resources"] = {{"limits", {{options.keys.resource, gpus}}},
+                              {"requests", {{options.keys.resource, gpus}}}};
+  }
+  nlohmann::json spec = {
+      // The operator replaces a failed worker itself (with back-off and backoffLimit).
+      {"restartPolicy", "Never"},
+      {"hostname", WorkerPodName(job, worker)},
+      {"subdomain", ServiceName(job)},
+      {"containers", {container}},
+      {"volumes", {{{"name", "token"}, {"secret", {{"secretName", TokenSecretName(job)}}}}}},
+      {"tolerations",
+       {{{"key", options.keys.resource}, {"operator", "Exists"}, {"effect", "NoSchedule"}}}}};
+  if (nlohmann::json affinity = NodeAffinity(job, options); !affinity.empty()) {
+    spec["affinity"] = {{"nodeAffinity", affinity}};
+  }
+  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", spec}};
+}
+
+}  // namespace fulcrum::controller

@@ -1,0 +1,42 @@
+// The Kubernetes objects one HeteroTrainingJob owns, built from its spec: the per-job token
+// Secret trainers authenticate to the coordinator with, the headless Service that names the
+// workers, and one trainer Pod per worker. Pure: spec in, objects out; the reconciler creates
+// them (docs/operator.md, "Pod template").
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "operator/controller/gpu_node.h"
+#include "operator/controller/job_spec.h"
+
+namespace fulcrum::controller {
+
+inline constexpr const char* kJobLabel = "fulcrum.dev/job";
+inline constexpr const char* kWorkerLabel = "fulcrum.dev/worker";
+inline constexpr const char* kTokenMountPath = "/var/run/fulcrum/token";
+inline constexpr int kTrainerMetricsPort = 9400;
+
+struct TrainerPodOptions {
+  std::string default_image = "fulcrum-trainer";  // when the spec names none
+  std::string coordinator_address;                // host:port the trainers dial
+  GpuLabelKeys keys;
+  // Products on nodes that could run this job, with their prior speeds: the pod prefers
+  // faster ones (preferred node affinity, weight by speed).
+  std::vector<std::pair<std::string, double>> product_speeds;
+};
+
+std::string TokenSecretName(const JobSpec& job);
+std::string ServiceName(const JobSpec& job);
+std::string WorkerPodName(const JobSpec& job, int worker);
+
+nlohmann::json OwnerReference(const JobSpec& job);  // controller, blockOwnerDeletion
+nlohmann::json TokenSecret(const JobSpec& job, const std::string& token);
+nlohmann::json HeadlessService(const JobSpec& job);
+// fulcrum-trainer's flags for this job (the operator's, then spec.args).
+std::vector<std::string> TrainerArgs(const JobSpec& job);
+nlohmann::json TrainerPod(const JobSpec& job, int worker, const TrainerPodOptions& options);
+
+}  // namespace fulcrum::controller

@@ -1,0 +1,104 @@
+#include "operator/controller/job_spec.h"
+
+namespace fulcrum::controller {
+namespace {
+
+// Reads `pointer` if present; a present value of the wrong type is an error naming the field.
+template <typename T>
+Status Read(const nlohmann::json& object, const std::string& pointer, T& out) {
+  const nlohmann::json::json_pointer path(pointer);
+  if (!object.contains(path)) return Ok();
+  const nlohmann::json& value = object.at(path);
+  try {
+    out = value.get<T>();
+    return Ok();
+  } catch (const nlohmann::json::exception&) {
+    std::string field = pointer.substr(1);
+    std::replace(field.begin(), field.end(), '/', '.');
+    return InvalidArgument(field, "has the wrong type (" + std::string(value.type_name()) +
+                                      "): is the HeteroTrainingJob CRD installed (crds/)?");
+  }
+}
+
+template <typename T>
+Status ReadOptional(const nlohmann::json& object, const std::string& pointer,
+                    std::optional<T>& out) {
+  if (!object.contains(nlohmann::json::json_pointer(pointer))) return Ok();
+  T value{};
+  if (Status status = Read(object, pointer, value); !status.ok()) return status;
+  out = value;
+  return Ok();
+}
+
+}  // namespace
+
+int64_t JobSpec::TotalSteps() const {
+  if (steps) return *steps;
+  if (!epochs || global_batch <= 0) return 0;
+  const int64_t samples = record_file.empty() ? synthetic_samples : 0;
+  if (samples <= 0) return 0;  // a record file's size is known only to the trainer
+  return (*epochs * samples + global_batch - 1) / global_batch;
+}
+
+Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
+  JobSpec spec;
+  std::map<std::string, int64_t> caps;
+  std::vector<nlohmann::json> env;
+  for (Status status : {
+           Read(job, "/metadata/namespace", spec.ns),
+           Read(job, "/metadata/name", spec.name),
+           Read(job, "/metadata/uid", spec.uid),
+           Read(job, "/metadata/generation", spec.generation),
+           Read(job, "/spec/image", spec.image),
+           Read(job, "/spec/command", spec.command),
+           Read(job, "/spec/args", spec.args),
+           Read(job, "/spec/env", env),
+           Read(job, "/spec/model/builtin", spec.builtin_model),
+           Read(job, "/spec/model/torchScriptPath", spec.torchscript_path),
+           Read(job, "/spec/dataset/synthetic/samples", spec.synthetic_samples),
+           Read(job, "/spec/dataset/synthetic/seed", spec.seed),
+           Read(job, "/spec/dataset/recordFile/path", spec.record_file),
+           Read(job, "/spec/dataset/recordFile/featuresPerRecord", spec.features_per_record),
+           Read(job, "/spec/globalBatchSize", spec.global_batch),
+           Read(job, "/spec/replicas/min", spec.min_replicas),
+           Read(job, "/spec/replicas/max", spec.max_replicas),
+           Read(job, "/spec/gpusPerWorker", spec.gpus_per_worker),
+           Read(job, "/spec/gpuSelector/allowedProducts", spec.gpu_selector.allowed),
+           Read(job, "/spec/gpuSelector/deniedProducts", spec.gpu_selector.denied),
+           Read(job, "/spec/gpuSelector/maxWorkersPerProduct", caps),
+           Read(job, "/spec/balancing/policy", spec.policy),
+           Read(job, "/spec/balancing/minGain", spec.min_gain),
+           Read(job, "/spec/balancing/intervalSteps", spec.interval_steps),
+           ReadOptional(job, "/spec/training/steps", spec.steps),
+           ReadOptional(job, "/spec/training/epochs", spec.epochs),
+           Read(job, "/spec/training/optimizer", spec.optimizer),
+           Read(job, "/spec/training/learningRate", spec.learning_rate),
+           ReadOptional(job, "/spec/training/momentum", spec.momentum),
+           Read(job, "/spec/checkpoint/path", spec.checkpoint_path),
+           Read(job, "/spec/checkpoint/everySteps", spec.checkpoint_every),
+           Read(job, "/spec/suspend", spec.suspend),
+           Read(job, "/spec/runPolicy/backoffLimit", spec.backoff_limit),
+           ReadOptional(job, "/spec/runPolicy/activeDeadlineSeconds", spec.active_deadline_seconds),
+           ReadOptional(job, "/spec/runPolicy/ttlSecondsAfterFinished",
+                        spec.ttl_seconds_after_finished),
+       }) {
+    if (!status.ok()) return status.error();
+  }
+  for (const nlohmann::json& variable : env) {
+    spec.env.emplace_back(variable.value("name", ""), variable.value("value", ""));
+  }
+  for (const auto& [product, cap] : caps)
+    spec.max_workers_per_product[product] = static_cast<int>(cap);
+  if (spec.name.empty() || spec.ns.empty() || spec.uid.empty())
+    return InvalidArgument("metadata", "a stored HeteroTrainingJob has a name, namespace and uid");
+  if (spec.global_batch < 1) return InvalidArgument("spec.globalBatchSize", "must be >= 1");
+  if (spec.min_replicas < 1 || spec.min_replicas > spec.max_replicas)
+    return InvalidArgument("spec.replicas", "needs 1 <= min <= max");
+  if (spec.builtin_model.empty() == spec.torchscript_path.empty())
+    return InvalidArgument("spec.model", "set exactly one of builtin and torchScriptPath");
+  if (spec.steps.has_value() == spec.epochs.has_value())
+    return InvalidArgument("spec.training", "set exactly one of steps and epochs");
+  return spec;
+}
+
+}  // namespace fulcrum::controller

@@ -1,0 +1,70 @@
+// A HeteroTrainingJob's spec as the controller uses it. The API server has already applied the
+// CRD's defaults and refused what its schema and CEL rules forbid (crds/), so parsing only
+// reads; it still checks the fields it depends on, naming them, because an object can reach
+// the controller from an older CRD version or a hand-made test.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "operator/controller/node_inventory.h"
+
+namespace fulcrum::controller {
+
+struct JobSpec {
+  std::string ns;
+  std::string name;
+  std::string uid;
+  int64_t generation = 0;
+
+  std::string image;  // empty: the operator's default trainer image
+  std::vector<std::string> command;
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;
+
+  std::string builtin_model;  // mlp, cnn, resnet18; empty with a TorchScript model
+  std::string torchscript_path;
+  int64_t synthetic_samples = 4096;
+  int64_t seed = 1;
+  std::string record_file;
+  int64_t features_per_record = 0;
+
+  int global_batch = 0;
+  int min_replicas = 1;
+  int max_replicas = 1;
+  int gpus_per_worker = 1;
+  GpuSelector gpu_selector;
+  std::map<std::string, int> max_workers_per_product;
+
+  std::string policy = "optimal";
+  double min_gain = 0.05;
+  int interval_steps = 50;
+
+  std::optional<int64_t> steps;
+  std::optional<int64_t> epochs;
+  std::string optimizer = "sgd";
+  double learning_rate = 0.05;
+  std::optional<double> momentum;
+
+  std::string checkpoint_path;
+  int64_t checkpoint_every = 0;
+  bool suspend = false;
+  int backoff_limit = 3;
+  std::optional<int64_t> active_deadline_seconds;
+  std::optional<int64_t> ttl_seconds_after_finished;
+
+  // Total optimizer steps: training.steps, or the epochs' samples over the global batch
+  // (rounded up; with globalBatchSize edited later, the step count set at pod start holds).
+  int64_t TotalSteps() const;
+  // The coordinator's name for the job: unique across namespaces.
+  std::string CoordinatorJobName() const { return ns + "/" + name; }
+};
+
+Result<JobSpec> ParseJobSpec(const nlohmann::json& job);
+
+}  // namespace fulcrum::controller
