@@ -58,19 +58,24 @@ class Trainer {
   std::unique_ptr<grpc::ClientReaderWriter<TrainerMessage, CoordinatorMessage>> stream_;
 };
 
+// Job "demo": 32 samples a step, training from one worker on.
+JobSessionConfig DemoJob() {
+  JobSessionConfig job;
+  job.name = "demo";
+  job.token = kToken;
+  job.global_batch = 32;
+  job.min_workers = 1;
+  job.settle = std::chrono::milliseconds(50);
+  return job;
+}
+
 class CoordinatorServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto server = CoordinatorServer::Start("127.0.0.1:0");
     ASSERT_TRUE(server.ok());
     server_ = std::move(*server);
-    JobSessionConfig job;
-    job.name = "demo";
-    job.token = kToken;
-    job.global_batch = 32;
-    job.min_workers = 1;
-    job.settle = std::chrono::milliseconds(50);
-    ASSERT_TRUE(server_->service().AddJob(job).ok());
+    ASSERT_TRUE(server_->service().AddJob(DemoJob()).ok());
     channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
                                    grpc::InsecureChannelCredentials());
   }
@@ -256,12 +261,7 @@ TEST_F(CoordinatorServiceTest, StaleGenerationIsRejectedWhileOthersKeepBeingServ
 TEST(CoordinatorKeepalive, AVanishedTrainerIsNoticedByKeepaliveLongBeforeItsHeartbeatTimeout) {
   auto server = CoordinatorServer::Start("127.0.0.1:0");
   ASSERT_TRUE(server.ok());
-  JobSessionConfig job;
-  job.name = "demo";
-  job.token = kToken;
-  job.global_batch = 32;
-  job.min_workers = 1;
-  job.settle = std::chrono::milliseconds(50);
+  JobSessionConfig job = DemoJob();
   job.leave_timeout = std::chrono::milliseconds(200);
   job.heartbeat_timeout = std::chrono::hours(1);
   ASSERT_TRUE((*server)->service().AddJob(job).ok());

@@ -1,0 +1,272 @@
+#include "operator/cmd/fulcrum_operator/operator_config.h"
+
+#include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
+#include <absl/time/time.h>
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <functional>
+#include <map>
+
+namespace fulcrum::operator_main {
+namespace {
+
+// Applies one value; `where` names its source for errors (a YAML key or a flag).
+using Apply =
+    std::function<Status(OperatorConfig&, const std::string& value, const std::string& where)>;
+
+struct Setting {
+  std::string key;   // in the YAML file, dotted: leaderElection.leaseDuration
+  std::string flag;  // --leader-elect-lease-duration
+  std::string help;
+  Apply apply;
+};
+
+Apply Text(std::string OperatorConfig::*field) {
+  return [field](OperatorConfig& config, const std::string& value, const std::string&) {
+    config.*field = value;
+    return Ok();
+  };
+}
+
+template <typename Field>
+Apply Nested(Field field) {  // field(config) -> std::string&
+  return [field](OperatorConfig& config, const std::string& value, const std::string&) {
+    field(config) = value;
+    return Ok();
+  };
+}
+
+Status ParseBool(const std::string& value, const std::string& where, bool& out) {
+  if (value == "true" || value == "false") {
+    out = value == "true";
+    return Ok();
+  }
+  return InvalidArgument(where, "expected true or false, got \"" + value + "\"");
+}
+
+// "15s", "500ms", "1m30s" (Go's duration syntax, as Kubernetes components take).
+Status ParseDuration(const std::string& value, const std::string& where,
+                     std::chrono::milliseconds& out) {
+  absl::Duration duration;
+  if (!absl::ParseDuration(value, &duration) || duration <= absl::ZeroDuration()) {
+    return InvalidArgument(
+        where, "expected a positive duration such as 15s or 500ms, got \"" + value + "\"");
+  }
+  out = std::chrono::milliseconds(absl::ToInt64Milliseconds(duration));
+  return Ok();
+}
+
+// host:port with a port in 1..65535 (host may be empty: every interface).
+Status CheckListen(const std::string& value, const std::string& where) {
+  const auto colon = value.rfind(':');
+  int port = 0;
+  const char* begin = value.data() + (colon == std::string::npos ? 0 : colon + 1);
+  const char* end = value.data() + value.size();
+  if (colon == std::string::npos || std::from_chars(begin, end, port).ptr != end || port < 1 ||
+      port > 65535) {
+    return InvalidArgument(where,
+                           "expected HOST:PORT with a port in 1..65535, got \"" + value + "\"");
+  }
+  return Ok();
+}
+
+const std::vector<Setting>& Settings() {
+  static const std::vector<Setting> settings = {
+      {"kubeconfig", "--kubeconfig", "kubeconfig file (default: the in-cluster service account)",
+       Text(&OperatorConfig::kubeconfig)},
+      {"watchNamespace", "--watch-namespace", "only jobs in this namespace (default: all)",
+       Text(&OperatorConfig::watch_namespace)},
+      {"trainerImage", "--trainer-image", "image of trainer pods whose job names none",
+       Text(&OperatorConfig::trainer_image)},
+      {"coordinator.listen", "--coordinator-listen", "where the coordinator's gRPC service listens",
+       Text(&OperatorConfig::coordinator_listen)},
+      {"coordinator.address", "--coordinator-address",
+       "HOST:PORT trainers dial to reach the coordinator (the operator Service)",
+       Text(&OperatorConfig::coordinator_address)},
+      {"health.listen", "--health-listen", "/healthz and /readyz",
+       Text(&OperatorConfig::health_listen)},
+      {"metrics.listen", "--metrics-listen", "Prometheus /metrics",
+       Text(&OperatorConfig::metrics_listen)},
+      {"leaderElection.enabled", "--leader-elect", "true: only the Lease holder acts",
+       [](OperatorConfig& c, const std::string& v, const std::string& where) {
+         return ParseBool(v, where, c.leader_election.enabled);
+       }},
+      {"leaderElection.namespace", "--leader-elect-namespace", "namespace of the Lease",
+       Nested([](OperatorConfig& c) -> std::string& { return c.leader_election.lease_namespace; })},
+      {"leaderElection.leaseName", "--leader-elect-lease-name", "name of the Lease",
+       Nested([](OperatorConfig& c) -> std::string& { return c.leader_election.lease_name; })},
+      {"leaderElection.identity", "--leader-elect-identity", "this candidate (default: host name)",
+       Nested([](OperatorConfig& c) -> std::string& { return c.leader_election.identity; })},
+      {"leaderElection.leaseDuration", "--leader-elect-lease-duration",
+       "how long a silent leader keeps the Lease (15s)",
+       [](OperatorConfig& c, const std::string& v, const std::string& where) {
+         return ParseDuration(v, where, c.leader_election.lease_duration);
+       }},
+      {"leaderElection.renewDeadline", "--leader-elect-renew-deadline",
+       "a leader that cannot renew this long steps down (10s)",
+       [](OperatorConfig& c, const std::string& v, const std::string& where) {
+         return ParseDuration(v, where, c.leader_election.renew_deadline);
+       }},
+      {"leaderElection.retryPeriod", "--leader-elect-retry-period", "between attempts (2s)",
+       [](OperatorConfig& c, const std::string& v, const std::string& where) {
+         return ParseDuration(v, where, c.leader_election.retry_period);
+       }},
+      {"gpuLabels.product", "--gpu-product-label", "node label naming the GPU product",
+       Nested([](OperatorConfig& c) -> std::string& { return c.gpu_labels.product; })},
+      {"gpuLabels.memory", "--gpu-memory-label", "node label with MiB per GPU",
+       Nested([](OperatorConfig& c) -> std::string& { return c.gpu_labels.memory_mib; })},
+      {"gpuLabels.count", "--gpu-count-label", "node label with the GPU count",
+       Nested([](OperatorConfig& c) -> std::string& { return c.gpu_labels.count; })},
+      {"gpuLabels.resource", "--gpu-resource", "extended resource trainer pods request",
+       Nested([](OperatorConfig& c) -> std::string& { return c.gpu_labels.resource; })},
+      {"toleratedTaintKeys", "--tolerated-taint-keys",
+       "comma-separated taint keys trainer pods tolerate (NoSchedule)",
+       [](OperatorConfig& c, const std::string& v, const std::string&) {
+         c.tolerated_taint_keys = absl::StrSplit(v, ',', absl::SkipEmpty());
+         return Ok();
+       }},
+      {"status.minInterval", "--status-min-interval", "least time between a job's status writes",
+       [](OperatorConfig& c, const std::string& v, const std::string& where) {
+         return ParseDuration(v, where, c.status_min_interval);
+       }},
+      {"workers", "--workers", "jobs reconciled at once",
+       [](OperatorConfig& c, const std::string& v, const std::string& where) -> Status {
+         int workers = 0;
+         const char* end = v.data() + v.size();
+         if (std::from_chars(v.data(), end, workers).ptr != end || workers < 1 || workers > 64)
+           return InvalidArgument(where,
+                                  "expected a number of workers in 1..64, got \"" + v + "\"");
+         c.workers = workers;
+         return Ok();
+       }},
+  };
+  return settings;
+}
+
+// Flattens the file's maps into dotted keys; a sequence becomes a comma-separated list.
+Status Flatten(const YAML::Node& node, const std::string& prefix,
+               std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& entry : node) {
+      const std::string key = prefix.empty() ? entry.first.as<std::string>()
+                                             : prefix + "." + entry.first.as<std::string>();
+      if (Status status = Flatten(entry.second, key, out); !status.ok()) return status;
+    }
+    return Ok();
+  }
+  if (node.IsSequence()) {
+    std::vector<std::string> items;
+    for (const auto& item : node) {
+      if (!item.IsScalar()) return InvalidArgument(prefix, "expected a list of strings");
+      items.push_back(item.as<std::string>());
+    }
+    out[prefix] = absl::StrJoin(items, ",");
+    return Ok();
+  }
+  if (node.IsScalar()) {
+    out[prefix] = node.as<std::string>();
+    return Ok();
+  }
+  return InvalidArgument(prefix, "has no value");
+}
+
+Status Validate(const OperatorConfig& config, const std::map<std::string, std::string>& names) {
+  auto name = [&](const std::string& key) { return names.count(key) ? names.at(key) : key; };
+  if (config.coordinator_address.empty()) {
+    return InvalidArgument(name("coordinator.address"),
+                           "is required: the HOST:PORT trainers dial, e.g. "
+                           "fulcrum-operator.fulcrum-system.svc:7070");
+  }
+  for (const auto& [key, value] : {std::pair{"coordinator.listen", config.coordinator_listen},
+                                   {"coordinator.address", config.coordinator_address},
+                                   {"health.listen", config.health_listen},
+                                   {"metrics.listen", config.metrics_listen}}) {
+    if (Status status = CheckListen(value, name(key)); !status.ok()) return status;
+  }
+  const LeaderElectionSettings& election = config.leader_election;
+  if (election.enabled) {
+    if (election.lease_duration <= election.renew_deadline) {
+      return InvalidArgument(name("leaderElection.leaseDuration"),
+                             "must be longer than leaderElection.renewDeadline");
+    }
+    if (election.renew_deadline.count() * 10 <= election.retry_period.count() * 12) {
+      return InvalidArgument(name("leaderElection.renewDeadline"),
+                             "must be longer than 1.2 x leaderElection.retryPeriod");
+    }
+    if (election.identity.empty() || election.lease_name.empty() ||
+        election.lease_namespace.empty())
+      return InvalidArgument(name("leaderElection.identity"),
+                             "identity, lease name and namespace must not be empty");
+  }
+  if (config.gpu_labels.product.empty() || config.gpu_labels.resource.empty())
+    return InvalidArgument(name("gpuLabels.product"),
+                           "the product label and the GPU resource must be set");
+  return Ok();
+}
+
+}  // namespace
+
+Result<OperatorConfig> ParseOperatorConfig(const std::vector<std::string>& args,
+                                           const std::string& host_name) {
+  CLI::App app{
+      "fulcrum-operator: reconciles HeteroTrainingJobs and hosts their coordinator. "
+      "Settings come from --config FILE (YAML, keys as below) and flags; flags win.",
+      "fulcrum-operator"};
+  std::string config_file;
+  app.add_option("--config", config_file, "YAML file of settings (keys in brackets below)");
+  std::map<std::string, std::string> flag_values;  // flag -> value as given
+  std::map<std::string, std::string> flag_of_key;  // for errors after both sources applied
+  for (const Setting& setting : Settings()) {
+    app.add_option(setting.flag, flag_values[setting.flag],
+                   setting.help + " [" + setting.key + "]");
+    flag_of_key[setting.key] = setting.flag + " / " + setting.key;
+  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return MakeError(ErrorCode::kFailedPrecondition, app.help());
+  } catch (const CLI::ParseError& error) {
+    return InvalidArgument(error.get_name().empty() ? "flags" : error.get_name(),
+                           std::string(error.what()) + " (see --help)");
+  }
+
+  OperatorConfig config;
+  config.leader_election.identity = host_name;
+  if (!config_file.empty()) {
+    std::map<std::string, std::string> file_values;
+    try {
+      const YAML::Node root = YAML::LoadFile(config_file);
+      if (!root.IsNull() && !root.IsMap())
+        return InvalidArgument("--config", config_file + " is not a YAML map of settings");
+      if (Status status = Flatten(root, "", file_values); !status.ok()) return status.error();
+    } catch (const YAML::Exception& error) {
+      return InvalidArgument("--config", "cannot read " + config_file + ": " + error.what());
+    }
+    for (const auto& [key, value] : file_values) {
+      const auto setting = std::find_if(Settings().begin(), Settings().end(),
+                                        [&](const Setting& s) { return s.key == key; });
+      if (setting == Settings().end()) {
+        std::vector<std::string> known;
+        for (const Setting& s : Settings()) known.push_back(s.key);
+        return InvalidArgument(config_file + ": " + key,
+                               "unknown setting; known: " + absl::StrJoin(known, ", "));
+      }
+      if (Status status = setting->apply(config, value, config_file + ": " + key); !status.ok())
+        return status.error();
+    }
+  }
+  for (const Setting& setting : Settings()) {
+    const std::string& value = flag_values[setting.flag];
+    if (app.count(setting.flag) == 0) continue;
+    if (Status status = setting.apply(config, value, setting.flag); !status.ok())
+      return status.error();
+  }
+  if (Status status = Validate(config, flag_of_key); !status.ok()) return status.error();
+  return config;
+}
+
+}  // namespace fulcrum::operator_main

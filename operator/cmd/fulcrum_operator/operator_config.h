@@ -1,0 +1,45 @@
+// fulcrum-operator's settings: command-line flags and an optional YAML file (--config), the
+// flags winning. Every setting has one YAML key and one flag, listed once (operator_config.cc),
+// and every error names the key or flag and says what would be right.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "operator/controller/gpu_node.h"
+
+namespace fulcrum::operator_main {
+
+struct LeaderElectionSettings {
+  bool enabled = true;
+  std::string lease_namespace = "fulcrum-system";
+  std::string lease_name = "fulcrum-operator";
+  std::string identity;  // default: the host name (the pod's name in a cluster)
+  std::chrono::milliseconds lease_duration{15'000};
+  std::chrono::milliseconds renew_deadline{10'000};
+  std::chrono::milliseconds retry_period{2'000};
+};
+
+struct OperatorConfig {
+  std::string kubeconfig;       // empty: in-cluster service account
+  std::string watch_namespace;  // empty: every namespace
+  std::string trainer_image = "fulcrum-trainer";
+  std::string coordinator_listen = "0.0.0.0:7070";
+  std::string coordinator_address;  // what trainers dial: the operator Service's host:port
+  std::string health_listen = "0.0.0.0:8081";
+  std::string metrics_listen = "0.0.0.0:8080";
+  LeaderElectionSettings leader_election;
+  controller::GpuLabelKeys gpu_labels;
+  std::vector<std::string> tolerated_taint_keys = {"nvidia.com/gpu"};
+  std::chrono::milliseconds status_min_interval{3'000};  // per job, between status writes
+  int workers = 2;                                       // jobs reconciled at once
+};
+
+// `args` without the program name. Help (--help) comes back as kFailedPrecondition with the
+// usage text as its message.
+Result<OperatorConfig> ParseOperatorConfig(const std::vector<std::string>& args,
+                                           const std::string& host_name);
+
+}  // namespace fulcrum::operator_main

@@ -1,0 +1,105 @@
+#include "operator/cmd/fulcrum_operator/operator_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/support/temporary_directory.h"
+
+namespace fulcrum::operator_main {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<std::string> kRequired = {"--coordinator-address", "fulcrum.svc:7070"};
+
+std::vector<std::string> With(std::vector<std::string> extra) {
+  std::vector<std::string> args = kRequired;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+class OperatorConfigFile : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& yaml) {
+    const std::string path = (directory_.path() / "operator.yaml").string();
+    std::ofstream(path) << yaml;
+    return path;
+  }
+  fulcrum::testing::TemporaryDirectory directory_{"operator-config"};
+};
+
+TEST(OperatorConfig, DefaultsAreSaneAndTheHostNameIsTheIdentity) {
+  const Result<OperatorConfig> config = ParseOperatorConfig(kRequired, "operator-7f9c");
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  EXPECT_TRUE(config->leader_election.enabled);
+  EXPECT_EQ(config->leader_election.identity, "operator-7f9c");
+  EXPECT_EQ(config->leader_election.lease_duration, std::chrono::seconds(15));
+  EXPECT_EQ(config->gpu_labels.product, "nvidia.com/gpu.product");
+  EXPECT_EQ(config->coordinator_listen, "0.0.0.0:7070");
+  EXPECT_EQ(config->workers, 2);
+}
+
+TEST(OperatorConfig, FlagsErrorsNameTheFlag) {
+  const Error missing = ParseOperatorConfig({}, "h").error();
+  EXPECT_EQ(missing.field, "--coordinator-address / coordinator.address");
+  EXPECT_THAT(missing.message, HasSubstr("HOST:PORT"));
+  EXPECT_EQ(ParseOperatorConfig(With({"--leader-elect-lease-duration", "soon"}), "h").error().field,
+            "--leader-elect-lease-duration");
+  EXPECT_EQ(ParseOperatorConfig(With({"--workers", "0"}), "h").error().field, "--workers");
+  EXPECT_EQ(ParseOperatorConfig(With({"--leader-elect", "yes"}), "h").error().field,
+            "--leader-elect");
+  EXPECT_EQ(ParseOperatorConfig(With({"--metrics-listen", "8080"}), "h").error().field,
+            "--metrics-listen / metrics.listen");
+  EXPECT_EQ(ParseOperatorConfig(With({"--no-such-flag", "1"}), "h").error().code,
+            ErrorCode::kInvalidArgument);
+  // A renew deadline at or above the lease could let two operators lead at once.
+  EXPECT_EQ(ParseOperatorConfig(With({"--leader-elect-renew-deadline", "20s"}), "h").error().field,
+            "--leader-elect-lease-duration / leaderElection.leaseDuration");
+}
+
+TEST_F(OperatorConfigFile, ReadsNestedKeysAndListsAndFlagsWin) {
+  const std::string file = Write(R"(
+coordinator:
+  address: fulcrum-operator.fulcrum-system.svc:7070
+leaderElection:
+  leaseDuration: 30s
+  renewDeadline: 20s
+  retryPeriod: 4s
+gpuLabels:
+  product: amd.com/gpu.product-name
+  resource: amd.com/gpu
+toleratedTaintKeys: [amd.com/gpu, dedicated]
+status:
+  minInterval: 5s
+workers: 4
+)");
+  const Result<OperatorConfig> config =
+      ParseOperatorConfig({"--config", file, "--workers", "8"}, "h");
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  EXPECT_EQ(config->coordinator_address, "fulcrum-operator.fulcrum-system.svc:7070");
+  EXPECT_EQ(config->leader_election.lease_duration, std::chrono::seconds(30));
+  EXPECT_EQ(config->leader_election.retry_period, std::chrono::seconds(4));
+  EXPECT_EQ(config->gpu_labels.product, "amd.com/gpu.product-name");
+  EXPECT_EQ(config->gpu_labels.resource, "amd.com/gpu");
+  EXPECT_EQ(config->tolerated_taint_keys, (std::vector<std::string>{"amd.com/gpu", "dedicated"}));
+  EXPECT_EQ(config->status_min_interval, std::chrono::seconds(5));
+  EXPECT_EQ(config->workers, 8);  // the flag wins over the file's 4
+}
+
+TEST_F(OperatorConfigFile, ErrorsNameTheFileAndTheKey) {
+  const std::string unknown = Write("coordinator:\n  adress: x:1\n");
+  const Error typo = ParseOperatorConfig({"--config", unknown}, "h").error();
+  EXPECT_THAT(typo.field, HasSubstr("coordinator.adress"));
+  EXPECT_THAT(typo.message, HasSubstr("coordinator.address"));  // the known keys are listed
+  const std::string bad_value = Write("leaderElection:\n  retryPeriod: often\n");
+  EXPECT_THAT(ParseOperatorConfig(With({"--config", bad_value}), "h").error().field,
+              HasSubstr("leaderElection.retryPeriod"));
+  const std::string broken = Write("coordinator: [unclosed\n");
+  EXPECT_EQ(ParseOperatorConfig({"--config", broken}, "h").error().field, "--config");
+  EXPECT_EQ(ParseOperatorConfig({"--config", "/no/such/file.yaml"}, "h").error().field, "--config");
+}
+
+}  // namespace
+}  // namespace fulcrum::operator_main
