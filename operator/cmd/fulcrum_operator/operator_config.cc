@@ -59,6 +59,13 @@ Status ParseDuration(const std::string& value, const std::string& where,
   return Ok();
 }
 
+template <typename Field>
+Apply DurationOf(Field field) {  // field(config) -> std::chrono::milliseconds&
+  return [field](OperatorConfig& config, const std::string& value, const std::string& where) {
+    return ParseDuration(value, where, field(config));
+  };
+}
+
 // host:port with a port in 1..65535 (host may be empty: every interface).
 Status CheckListen(const std::string& value, const std::string& where) {
   const auto colon = value.rfind(':');
@@ -102,18 +109,18 @@ const std::vector<Setting>& Settings() {
        Nested([](OperatorConfig& c) -> std::string& { return c.leader_election.identity; })},
       {"leaderElection.leaseDuration", "--leader-elect-lease-duration",
        "how long a silent leader keeps the Lease (15s)",
-       [](OperatorConfig& c, const std::string& v, const std::string& where) {
-         return ParseDuration(v, where, c.leader_election.lease_duration);
-       }},
+       DurationOf([](OperatorConfig& c) -> std::chrono::milliseconds& {
+         return c.leader_election.lease_duration;
+       })},
       {"leaderElection.renewDeadline", "--leader-elect-renew-deadline",
        "a leader that cannot renew this long steps down (10s)",
-       [](OperatorConfig& c, const std::string& v, const std::string& where) {
-         return ParseDuration(v, where, c.leader_election.renew_deadline);
-       }},
+       DurationOf([](OperatorConfig& c) -> std::chrono::milliseconds& {
+         return c.leader_election.renew_deadline;
+       })},
       {"leaderElection.retryPeriod", "--leader-elect-retry-period", "between attempts (2s)",
-       [](OperatorConfig& c, const std::string& v, const std::string& where) {
-         return ParseDuration(v, where, c.leader_election.retry_period);
-       }},
+       DurationOf([](OperatorConfig& c) -> std::chrono::milliseconds& {
+         return c.leader_election.retry_period;
+       })},
       {"gpuLabels.product", "--gpu-product-label", "node label naming the GPU product",
        Nested([](OperatorConfig& c) -> std::string& { return c.gpu_labels.product; })},
       {"gpuLabels.memory", "--gpu-memory-label", "node label with MiB per GPU",
@@ -129,9 +136,8 @@ const std::vector<Setting>& Settings() {
          return Ok();
        }},
       {"status.minInterval", "--status-min-interval", "least time between a job's status writes",
-       [](OperatorConfig& c, const std::string& v, const std::string& where) {
-         return ParseDuration(v, where, c.status_min_interval);
-       }},
+       DurationOf(
+           [](OperatorConfig& c) -> std::chrono::milliseconds& { return c.status_min_interval; })},
       {"workers", "--workers", "jobs reconciled at once",
        [](OperatorConfig& c, const std::string& v, const std::string& where) -> Status {
          int workers = 0;
