@@ -9,6 +9,8 @@ find_package(cpprestsdk REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(gRPC REQUIRED)
 find_package(prometheus-cpp REQUIRED)
+find_package(absl REQUIRED)   # time parsing and formatting, string splitting
+find_package(CLI11 REQUIRED)  # command-line flags
 if(NOT FULCRUM_WITH_CUDA)
   find_package(Torch REQUIRED)  # Debian's CPU libtorch
 endif()

@@ -1,0 +1,129 @@
+#include "operator/controller/job_status.h"
+
+#include <absl/time/time.h>
+
+#include <algorithm>
+
+namespace fulcrum::controller {
+namespace {
+
+struct Condition {
+  std::string type;
+  bool status;
+  std::string reason;
+  std::string message;
+};
+
+// The condition as before if its status did not change (keeping lastTransitionTime), else new.
+nlohmann::json Carry(const Condition& condition, const nlohmann::json& previous,
+                     int64_t observed_generation, const std::string& now) {
+  const std::string status = condition.status ? "True" : "False";
+  std::string since = now;
+  const nlohmann::json none = nlohmann::json::array();
+  const nlohmann::json& old_conditions =
+      previous.is_object() && previous.contains("conditions") ? previous["conditions"] : none;
+  for (const nlohmann::json& old : old_conditions) {
+    if (old.value("type", "") == condition.type && old.value("status", "") == status) {
+      since = old.value("lastTransitionTime", now);
+    }
+  }
+  return {{"type", condition.type},      {"status", status},
+          {"reason", condition.reason},  {"message", condition.message},
+          {"lastTransitionTime", since}, {"observedGeneration", observed_generation}};
+}
+
+std::string Rfc3339(double unix_seconds) {
+  // Kubernetes' metav1.Time form: UTC with a "Z", whole seconds.
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                          absl::FromUnixSeconds(static_cast<int64_t>(unix_seconds)),
+                          absl::UTCTimeZone());
+}
+
+nlohmann::json WithoutProgress(nlohmann::json status) {
+  status.erase("step");
+  status.erase("throughput");
+  for (nlohmann::json& worker : status["workers"]) {
+    worker.erase("samplesPerSecond");
+    worker.erase("stepSeconds");
+  }
+  for (nlohmann::json& condition : status["conditions"]) condition.erase("message");
+  return status;
+}
+
+}  // namespace
+
+nlohmann::json BuildJobStatus(const JobState& state,
+                              const coordinator::JobSessionSnapshot& training,
+                              const nlohmann::json& previous, const std::string& now) {
+  int ready = 0;
+  std::vector<const coordinator::MemberSnapshot*> ranked;
+  for (const coordinator::MemberSnapshot& member : training.members) {
+    if (member.rank >= 0) ranked.push_back(&member);
+    if (member.rank >= 0 && member.connected) ++ready;
+  }
+  std::sort(ranked.begin(), ranked.end(), [](auto* a, auto* b) { return a->rank < b->rank; });
+  nlohmann::json workers = nlohmann::json::array();
+  for (const coordinator::MemberSnapshot* member : ranked) {
+    workers.push_back({{"pod", member->pod},
+                       {"node", member->node},
+                       {"gpuProduct", member->gpu_product},
+                       {"rank", member->rank},
+                       {"localBatch", member->local_batch},
+                       {"samplesPerSecond", member->samples_per_second},
+                       {"stepSeconds", member->step_seconds}});
+  }
+  const bool running = !state.suspended && !state.succeeded && !state.failed_reason &&
+                       ready >= state.min_workers && training.step >= 0;
+  std::string phase = "Pending";
+  if (state.failed_reason)
+    phase = "Failed";
+  else if (state.succeeded)
+    phase = "Succeeded";
+  else if (state.suspended)
+    phase = "Suspended";
+  else if (running)
+    phase = state.rebalancing ? "Rebalancing" : "Running";
+
+  const std::string waiting = std::to_string(ready) + " of at least " +
+                              std::to_string(state.min_workers) + " workers training";
+  const std::vector<Condition> conditions = {
+      {"Created", state.created, state.created ? "ObjectsCreated" : "Creating",
+       state.created ? "token Secret, Service and worker pods created"
+                     : "creating the job's objects"},
+      {"Running", running, running ? "Training" : "WaitingForWorkers", waiting},
+      {"Rebalancing", running && state.rebalancing, state.rebalancing ? "NewPlan" : "Balanced",
+       training.last_rebalance.reason.empty() ? "no rebalance yet"
+                                              : training.last_rebalance.reason},
+      {"Suspended", state.suspended, state.suspended ? "SuspendedByUser" : "NotSuspended",
+       state.suspended ? "spec.suspend is true: pods deleted after a checkpoint" : ""},
+      {"Succeeded", state.succeeded, state.succeeded ? "TrainingComplete" : "NotComplete",
+       state.succeeded ? "every step trained" : ""},
+      {"Failed", state.failed_reason.has_value(), state.failed_reason.value_or("NotFailed"),
+       state.failed_message},
+  };
+  nlohmann::json status = {{"phase", phase},
+                           {"observedGeneration", state.observed_generation},
+                           {"membershipGeneration", training.membership_generation},
+                           {"readyWorkers", ready},
+                           {"step", std::max<int64_t>(0, training.step + 1)},  // steps completed
+                           {"workers", workers},
+                           {"throughput",
+                            {{"samplesPerSecond", training.measured_samples_per_second},
+                             {"idealSamplesPerSecond", training.ideal_samples_per_second},
+                             {"efficiency", training.efficiency}}},
+                           {"conditions", nlohmann::json::array()}};
+  for (const Condition& condition : conditions) {
+    status["conditions"].push_back(Carry(condition, previous, state.observed_generation, now));
+  }
+  if (training.last_rebalance.apply_at_step >= 0) {
+    status["lastRebalance"] = {{"time", Rfc3339(training.last_rebalance.unix_seconds)},
+                               {"reason", training.last_rebalance.reason}};
+  }
+  return status;
+}
+
+bool StatusDiffersBeyondProgress(const nlohmann::json& a, const nlohmann::json& b) {
+  return WithoutProgress(a) != WithoutProgress(b);
+}
+
+}  // namespace fulcrum::controller

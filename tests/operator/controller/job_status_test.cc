@@ -1,0 +1,125 @@
+#include "operator/controller/job_status.h"
+
+#include <gtest/gtest.h>
+
+namespace fulcrum::controller {
+namespace {
+
+coordinator::JobSessionSnapshot Training() {
+  coordinator::JobSessionSnapshot training;
+  training.membership_generation = 3;
+  training.step = 41;
+  training.measured_samples_per_second = 900.0;
+  training.ideal_samples_per_second = 1000.0;
+  training.efficiency = 0.9;
+  training.members = {
+      {.pod = "w-1",
+       .node = "v100",
+       .gpu_product = "V100",
+       .connected = true,
+       .rank = 1,
+       .local_batch = 32,
+       .last_step = 41,
+       .compute_seconds = 0.1,
+       .step_seconds = 0.12,
+       .samples_per_second = 320.0,
+       .fitted_fixed_seconds = 0,
+       .fitted_seconds_per_sample = 0},
+      {.pod = "w-0",
+       .node = "a100",
+       .gpu_product = "A100",
+       .connected = true,
+       .rank = 0,
+       .local_batch = 64,
+       .last_step = 41,
+       .compute_seconds = 0.1,
+       .step_seconds = 0.12,
+       .samples_per_second = 640.0,
+       .fitted_fixed_seconds = 0,
+       .fitted_seconds_per_sample = 0},
+      {.pod = "spare",
+       .node = "t4",
+       .gpu_product = "T4",
+       .connected = true,
+       .rank = -1,
+       .local_batch = 0,
+       .last_step = -1,
+       .compute_seconds = 0,
+       .step_seconds = 0,
+       .samples_per_second = 0,
+       .fitted_fixed_seconds = 0,
+       .fitted_seconds_per_sample = 0},
+  };
+  training.last_rebalance = {
+      .apply_at_step = 30, .reason = "w-1 slowed down", .unix_seconds = 1.7e9, .batches = {64, 32}};
+  return training;
+}
+
+const nlohmann::json* ConditionOf(const nlohmann::json& status, const std::string& type) {
+  for (const nlohmann::json& condition : status["conditions"]) {
+    if (condition["type"] == type) return &condition;
+  }
+  return nullptr;
+}
+
+TEST(JobStatus, RunningJobShowsWorkersByRankThroughputAndConditions) {
+  JobState state{.observed_generation = 2, .created = true, .min_workers = 2};
+  const nlohmann::json status = BuildJobStatus(state, Training(), {}, "2026-11-22T20:00:00Z");
+  EXPECT_EQ(status["phase"], "Running");
+  EXPECT_EQ(status["readyWorkers"], 2);
+  EXPECT_EQ(status["step"], 42);
+  EXPECT_EQ(status["membershipGeneration"], 3);
+  EXPECT_EQ(status["observedGeneration"], 2);
+  ASSERT_EQ(status["workers"].size(), 2u);  // the spare holds no rank
+  EXPECT_EQ(status["workers"][0]["pod"], "w-0");
+  EXPECT_EQ(status["workers"][0]["localBatch"], 64);
+  EXPECT_EQ(status["throughput"]["efficiency"], 0.9);
+  EXPECT_EQ(status["lastRebalance"]["reason"], "w-1 slowed down");
+  EXPECT_EQ(status["lastRebalance"]["time"], "2023-11-14T22:13:20Z");
+  EXPECT_EQ((*ConditionOf(status, "Running"))["status"], "True");
+  EXPECT_EQ((*ConditionOf(status, "Failed"))["status"], "False");
+}
+
+TEST(JobStatus, PhasesFollowTheControllersDecisions) {
+  const auto phase = [](JobState state) {
+    state.created = true;
+    state.min_workers = 2;
+    return BuildJobStatus(state, Training(), {}, "t")["phase"].get<std::string>();
+  };
+  EXPECT_EQ(phase({.rebalancing = true}), "Rebalancing");
+  EXPECT_EQ(phase({.suspended = true}), "Suspended");
+  EXPECT_EQ(phase({.succeeded = true}), "Succeeded");
+  EXPECT_EQ(phase({.failed_reason = "BackoffLimitExceeded"}), "Failed");
+  JobState waiting{.created = true, .min_workers = 3};
+  EXPECT_EQ(BuildJobStatus(waiting, Training(), {}, "t")["phase"], "Pending");
+}
+
+TEST(JobStatus, ConditionsKeepTheirTransitionTimeUntilTheyChange) {
+  JobState state{.created = true, .min_workers = 2};
+  const nlohmann::json first = BuildJobStatus(state, Training(), {}, "2026-11-22T20:00:00Z");
+  const nlohmann::json same = BuildJobStatus(state, Training(), first, "2026-11-22T20:05:00Z");
+  EXPECT_EQ((*ConditionOf(same, "Running"))["lastTransitionTime"], "2026-11-22T20:00:00Z");
+  state.suspended = true;
+  const nlohmann::json suspended = BuildJobStatus(state, Training(), same, "2026-11-22T20:09:00Z");
+  EXPECT_EQ((*ConditionOf(suspended, "Suspended"))["lastTransitionTime"], "2026-11-22T20:09:00Z");
+  EXPECT_EQ((*ConditionOf(suspended, "Running"))["lastTransitionTime"], "2026-11-22T20:09:00Z");
+  EXPECT_EQ((*ConditionOf(suspended, "Created"))["lastTransitionTime"], "2026-11-22T20:00:00Z");
+}
+
+TEST(JobStatus, ProgressAloneIsNotAChangeButABatchOrPhaseIs) {
+  JobState state{.created = true, .min_workers = 2};
+  coordinator::JobSessionSnapshot training = Training();
+  const nlohmann::json before = BuildJobStatus(state, training, {}, "t");
+  training.step = 90;
+  training.measured_samples_per_second = 950.0;
+  training.members[0].samples_per_second = 330.0;
+  const nlohmann::json progressed = BuildJobStatus(state, training, before, "t");
+  EXPECT_FALSE(StatusDiffersBeyondProgress(before, progressed));
+  training.members[0].local_batch = 30;
+  EXPECT_TRUE(StatusDiffersBeyondProgress(before, BuildJobStatus(state, training, before, "t")));
+  state.suspended = true;
+  EXPECT_TRUE(StatusDiffersBeyondProgress(before, BuildJobStatus(state, Training(), before, "t")));
+}
+
+}  // namespace
+}  // namespace fulcrum::controller
