@@ -14,6 +14,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "operator/balancer/weighted_line_fit.h"
 #include "trainer_image/trainer/compute_device.h"
 #include "trainer_image/trainer/dataset.h"
 #include "trainer_image/trainer/model.h"
@@ -77,15 +78,12 @@ double Median(std::vector<double> values) {
 // c(b) = a + k·b by least squares weighted 1/c², i.e. minimising relative residuals: the
 // balancer compares step times as ratios, so a 1 ms miss at b=1 matters as much as 50 ms at 512.
 nlohmann::json FitLine(const std::vector<std::pair<int, double>>& points) {
-  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (auto [b, c] : points) {
-    const double w = 1.0 / (c * c);
-    sw += w, sx += w * b, sy += w * c, sxx += w * b * b, sxy += w * b * c;
-  }
-  const double denominator = sw * sxx - sx * sx;
-  if (points.size() < 2 || denominator == 0.0) return nullptr;
-  const double k = (sw * sxy - sx * sy) / denominator;
-  const double a = (sy - k * sx) / sw;
+  fulcrum::balancer::WeightedLineFit fit;  // the balancer's own fitter
+  for (auto [b, c] : points) fit.Add(b, c, 1.0 / (c * c));
+  const std::optional<fulcrum::balancer::Line> line = fit.Solve();
+  if (!line) return nullptr;
+  const double a = line->intercept;
+  const double k = line->slope;
   double worst = 0.0, total = 0.0;
   int worst_batch = 0;
   for (auto [b, c] : points) {

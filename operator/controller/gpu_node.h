@@ -25,6 +25,7 @@ struct Taint {
   std::string key;
   std::string value;
   std::string effect;  // NoSchedule, PreferNoSchedule, NoExecute
+  bool operator==(const Taint&) const = default;
 };
 
 struct GpuNode {
@@ -40,6 +41,9 @@ struct GpuNode {
   // Labels present but unreadable, e.g. "nvidia.com/gpu.memory=\"lots\" is not a whole number
   // of MiB": the operator reports them (Event, log) and uses what it can.
   std::vector<std::string> problems;
+  // Everything above is read from the Node's labels, spec and a few status fields, never from
+  // heartbeat timestamps: equal GpuNodes mean nothing placement depends on has changed.
+  bool operator==(const GpuNode&) const = default;
 };
 
 GpuNode ReadGpuNode(const nlohmann::json& node, const GpuLabelKeys& keys = {});

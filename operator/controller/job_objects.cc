@@ -47,12 +47,11 @@ nlohmann::json NodeAffinity(const JobSpec& job, const TrainerPodOptions& options
   }
   affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
       {"nodeSelectorTerms", {{{"matchExpressions", expressions}}}}};
-  double fastest = 0.0;
-  for (const auto& [product, speed] : options.product_speeds) fastest = std::max(fastest, speed);
-  nlohmann::json preferred = nlohmann::json::array();
   auto speeds = options.product_speeds;
   std::stable_sort(speeds.begin(), speeds.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
+  const double fastest = speeds.empty() ? 0.0 : speeds.front().second;
+  nlohmann::json preferred = nlohmann::json::array();
   for (const auto& [product, speed] : speeds) {
     if (fastest <= 0.0 || !job.gpu_selector.Admits(product)) continue;
     const int weight = std::clamp(static_cast<int>(std::lround(100.0 * speed / fastest)), 1, 100);

@@ -1,5 +1,7 @@
 #include "operator/controller/job_spec.h"
 
+#include <algorithm>
+
 namespace fulcrum::controller {
 namespace {
 

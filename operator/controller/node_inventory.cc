@@ -11,20 +11,6 @@ bool Contains(const std::vector<std::string>& list, const std::string& value) {
   return std::find(list.begin(), list.end(), value) != list.end();
 }
 
-// What placement depends on; a change elsewhere (a heartbeat's timestamps) is not a change.
-bool SamePlacement(const GpuNode& a, const GpuNode& b) {
-  auto taints = [](const GpuNode& node) {
-    std::vector<std::string> all;
-    for (const Taint& taint : node.taints)
-      all.push_back(taint.key + "=" + taint.value + ":" + taint.effect);
-    return all;
-  };
-  return a.product == b.product && a.memory_bytes == b.memory_bytes &&
-         a.labelled_gpus == b.labelled_gpus && a.allocatable_gpus == b.allocatable_gpus &&
-         a.ready == b.ready && a.unschedulable == b.unschedulable && taints(a) == taints(b) &&
-         a.problems == b.problems;
-}
-
 }  // namespace
 
 bool GpuSelector::Admits(const std::string& product) const {
@@ -35,15 +21,14 @@ bool GpuSelector::Admits(const std::string& product) const {
 NodeInventory::NodeInventory(GpuLabelKeys keys, std::vector<std::string> tolerated_taint_keys)
     : keys_(std::move(keys)), tolerated_taint_keys_(std::move(tolerated_taint_keys)) {}
 
-GpuNode NodeInventory::Upsert(const nlohmann::json& node) {
+bool NodeInventory::Upsert(const nlohmann::json& node) {
   GpuNode gpu = ReadGpuNode(node, keys_);
   std::lock_guard lock(mutex_);
   auto [it, inserted] = nodes_.try_emplace(gpu.name, gpu);
-  if (inserted || !SamePlacement(it->second, gpu)) {
-    it->second = gpu;
-    ++version_;
-  }
-  return gpu;
+  if (!inserted && it->second == gpu) return false;  // e.g. only a heartbeat moved
+  it->second = std::move(gpu);
+  ++version_;
+  return true;
 }
 
 void NodeInventory::Remove(const std::string& name) {
@@ -93,15 +78,12 @@ void FeedInventory(kube::Informer& informer, NodeInventory& inventory,
     if (on_change) on_change(name);
   };
   kube::ResourceEventHandler handler;
-  handler.on_add = [&inventory, notify](const kube::CachedObject& node) {
-    inventory.Upsert(node.ToJson());
-    notify(std::string(node.name()));
+  auto upsert = [&inventory, notify](const kube::CachedObject& node) {
+    if (inventory.Upsert(node.ToJson())) notify(std::string(node.name()));
   };
-  handler.on_update = [&inventory, notify](const kube::CachedObject&,
-                                           const kube::CachedObject& node) {
-    const uint64_t before = inventory.version();
-    inventory.Upsert(node.ToJson());
-    if (inventory.version() != before) notify(std::string(node.name()));
+  handler.on_add = upsert;
+  handler.on_update = [upsert](const kube::CachedObject&, const kube::CachedObject& node) {
+    upsert(node);
   };
   handler.on_delete = [&inventory, notify](const kube::CachedObject& node) {
     inventory.Remove(std::string(node.name()));

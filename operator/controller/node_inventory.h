@@ -31,8 +31,9 @@ class NodeInventory {
   explicit NodeInventory(GpuLabelKeys keys = {},
                          std::vector<std::string> tolerated_taint_keys = {});
 
-  // From the informer: a node as the server has it now, or gone.
-  GpuNode Upsert(const nlohmann::json& node);
+  // From the informer: a node as the server has it now (true if anything placement depends
+  // on changed, or the node is new), or gone.
+  bool Upsert(const nlohmann::json& node);
   void Remove(const std::string& name);
 
   std::optional<GpuNode> Get(const std::string& name) const;
@@ -40,8 +41,8 @@ class NodeInventory {
   // Nodes a new worker may be placed on now (CanPlaceWorker), admitted by `selector`: the
   // fastest prior first, products the catalog does not know after them, then by name.
   std::vector<GpuNode> Candidates(int gpus_per_worker, const GpuSelector& selector) const;
-  // Changes on every Upsert that changed something and every Remove, so a controller can
-  // tell that capacity may have appeared or gone.
+  // Changes on every Upsert that changed something and every Remove that removed a node, so a
+  // controller can tell that capacity may have appeared or gone.
   uint64_t version() const;
 
  private:

@@ -1,6 +1,7 @@
 #include "operator/cmd/fulcrum_operator/operator_config.h"
 
 #include <absl/strings/str_join.h>
+#include <absl/strings/str_replace.h>
 #include <absl/strings/str_split.h>
 #include <absl/time/time.h>
 #include <yaml-cpp/yaml.h>
@@ -9,6 +10,8 @@
 #include <charconv>
 #include <functional>
 #include <map>
+
+#include "operator/kube/leaderelection/leader_elector.h"
 
 namespace fulcrum::operator_main {
 namespace {
@@ -194,13 +197,16 @@ Status Validate(const OperatorConfig& config, const std::map<std::string, std::s
   }
   const LeaderElectionSettings& election = config.leader_election;
   if (election.enabled) {
-    if (election.lease_duration <= election.renew_deadline) {
-      return InvalidArgument(name("leaderElection.leaseDuration"),
-                             "must be longer than leaderElection.renewDeadline");
-    }
-    if (election.renew_deadline.count() * 10 <= election.retry_period.count() * 12) {
-      return InvalidArgument(name("leaderElection.renewDeadline"),
-                             "must be longer than 1.2 x leaderElection.retryPeriod");
+    // The leader elector's own rule, its fields renamed to this file's keys.
+    if (Status status = kube::CheckLeaseTimings(election.lease_duration, election.renew_deadline,
+                                                election.retry_period);
+        !status.ok()) {
+      const std::vector<std::pair<std::string, std::string>> keys = {
+          {"lease_duration", "leaderElection.leaseDuration"},
+          {"renew_deadline", "leaderElection.renewDeadline"},
+          {"retry_period", "leaderElection.retryPeriod"}};
+      return InvalidArgument(name(absl::StrReplaceAll(status.error().field, keys)),
+                             absl::StrReplaceAll(status.error().message, keys));
     }
     if (election.identity.empty() || election.lease_name.empty() ||
         election.lease_namespace.empty())

@@ -15,19 +15,30 @@ constexpr double kJitterFactor = 1.2;  // client-go's JitterFactor
 
 }  // namespace
 
+Status CheckLeaseTimings(std::chrono::milliseconds lease_duration,
+                         std::chrono::milliseconds renew_deadline,
+                         std::chrono::milliseconds retry_period) {
+  if (retry_period.count() <= 0) return InvalidArgument("retry_period", "must be positive");
+  if (lease_duration <= renew_deadline) {
+    return InvalidArgument("lease_duration", "must be greater than renew_deadline");
+  }
+  if (static_cast<double>(renew_deadline.count()) <=
+      kJitterFactor * static_cast<double>(retry_period.count())) {
+    return InvalidArgument("renew_deadline", "must be greater than retry_period * 1.2");
+  }
+  return Ok();
+}
+
 Result<std::unique_ptr<LeaderElector>> LeaderElector::Create(std::shared_ptr<ApiClient> client,
                                                              LeaderElectionConfig config) {
   if (config.identity.empty()) return InvalidArgument("identity", "must not be empty");
   if (config.lease_name.empty()) return InvalidArgument("lease_name", "must not be empty");
   if (config.lease_namespace.empty())
     return InvalidArgument("lease_namespace", "must not be empty");
-  if (config.retry_period.count() <= 0) return InvalidArgument("retry_period", "must be positive");
-  if (config.lease_duration <= config.renew_deadline) {
-    return InvalidArgument("lease_duration", "must be greater than renew_deadline");
-  }
-  if (static_cast<double>(config.renew_deadline.count()) <=
-      kJitterFactor * static_cast<double>(config.retry_period.count())) {
-    return InvalidArgument("renew_deadline", "must be greater than retry_period * 1.2");
+  if (Status status =
+          CheckLeaseTimings(config.lease_duration, config.renew_deadline, config.retry_period);
+      !status.ok()) {
+    return status.error();
   }
   return std::unique_ptr<LeaderElector>(new LeaderElector(std::move(client), std::move(config)));
 }

@@ -19,10 +19,10 @@
 #include <stop_token>
 #include <string>
 
+#include "common/log.h"
 #include "common/result.h"
 #include "operator/kube/client/api_client.h"
 #include "operator/kube/util/clock.h"
-#include "common/log.h"
 
 namespace fulcrum::kube {
 
@@ -45,6 +45,12 @@ struct LeaderElectionConfig {
 
   std::shared_ptr<const Clock> clock = SystemClock();
 };
+
+// client-go's rule for the three timings: lease_duration > renew_deadline > 1.2 x
+// retry_period > 0. The error's field is "lease_duration", "renew_deadline" or "retry_period".
+Status CheckLeaseTimings(std::chrono::milliseconds lease_duration,
+                         std::chrono::milliseconds renew_deadline,
+                         std::chrono::milliseconds retry_period);
 
 class LeaderElector {
  public:
