@@ -161,6 +161,11 @@ TEST(KubeWatch, EveryChangeOnceInOrderAcrossStreamTimeouts) {
 TEST(KubeWatch, BookmarksAdvanceTheResourceVersionWithoutEvents) {
   auto client = AdminClient();
   CreateNamespace(*client, "watch-bookmark");
+  // kube-controller-manager publishes kube-root-ca.crt into every new
+  // namespace, some time after it is made; that ADD would be a real event.
+  ASSERT_TRUE(WaitFor([&] {
+    return client->Get(resources::ConfigMaps(), "watch-bookmark", "kube-root-ca.crt").ok();
+  })) << "kube-root-ca.crt never appeared in watch-bookmark";
   InformerOptions options = FastRetryOptions("watch-bookmark");
   options.reflector.min_watch_timeout = std::chrono::seconds(4);
   Informer informer(client, resources::ConfigMaps(), options);
