@@ -79,6 +79,27 @@ Result<Controller> Controller::Create(ControllerConfig config) {
   return Controller(std::move(config));
 }
 
+Status Controller::Retune(int global_batch, PolicyKind policy, double min_gain,
+                          int interval_steps) {
+  ControllerConfig config = config_;
+  config.global_batch = global_batch;
+  config.policy = policy;
+  config.min_gain = min_gain;
+  config.interval_steps = interval_steps;
+  if (Status status = ValidateConfig(config); !status.ok()) return status;
+  if (global_batch != config_.global_batch) {
+    retuned_.push_back("global batch " + std::to_string(config_.global_batch) + " -> " +
+                       std::to_string(global_batch));
+  }
+  if (policy != config_.policy) {
+    retuned_.push_back("policy " + std::string(ToString(config_.policy)) + " -> " +
+                       std::string(ToString(policy)));
+    policy_ = MakePolicy(policy);
+  }
+  config_ = std::move(config);
+  return Ok();
+}
+
 Controller::Controller(ControllerConfig config)
     : config_(std::move(config)), policy_(MakePolicy(config_.policy)) {}
 
@@ -242,6 +263,7 @@ std::optional<std::string> Controller::ForcedReason() const {
   if (!joined_.empty()) reasons.push_back("joined: " + Join(joined_));
   if (!left_.empty()) reasons.push_back("left: " + Join(left_));
   if (!out_of_memory_.empty()) reasons.push_back("out of memory: " + Join(out_of_memory_));
+  if (!retuned_.empty()) reasons.push_back(Join(retuned_));
   for (const WorkerAssignment& assignment : plan_->workers) {
     const Worker* worker = Find(assignment.id);
     if (worker != nullptr && assignment.micro_batch > worker->memory.MaxBatch()) {
@@ -267,6 +289,7 @@ void Controller::Adopt(Plan plan, std::string reason) {
   joined_.clear();
   left_.clear();
   out_of_memory_.clear();
+  retuned_.clear();
 }
 
 std::vector<int> Controller::DitheredBatches(const PlanRequest& request, int64_t step) {

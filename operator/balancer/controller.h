@@ -81,6 +81,11 @@ class Controller {
   Status RemoveWorker(std::string_view id);
   Status Observe(const StepReport& report);
 
+  // A live edit of the job (globalBatchSize, balancing): the same workers and models, new
+  // targets. A changed global batch or policy forces a new plan at the next Decide; new
+  // min_gain and interval_steps apply from the next evaluation.
+  Status Retune(int global_batch, PolicyKind policy, double min_gain, int interval_steps);
+
   // Call once before each step; steps must not decrease.
   Result<StepDecision> Decide(int64_t step);
 
@@ -124,6 +129,7 @@ class Controller {
   std::vector<std::string> joined_;
   std::vector<std::string> left_;
   std::vector<std::string> out_of_memory_;
+  std::vector<std::string> retuned_;  // what Retune changed that needs a new plan
   int64_t last_evaluation_step_ = 0;
   // A worker's fitter confirmed a real speed change (regime change): evaluate at the next
   // decision instead of waiting for the interval (the min_gain test still applies).

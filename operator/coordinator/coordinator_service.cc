@@ -145,8 +145,7 @@ Status CoordinatorService::AddJob(JobSessionConfig config) {
   const auto existing = jobs_.find(config.name);
   if (existing != jobs_.end()) {
     if (existing->second.membership_generation() > 0) {
-      return Error{ErrorCode::kFailedPrecondition,
-                   "job \"" + config.name + "\" is running; remove it before changing it", "name"};
+      return existing->second.Reconfigure(std::move(config), Clock::now());
     }
     existing->second = std::move(*job);
     return Ok();
@@ -157,6 +156,16 @@ Status CoordinatorService::AddJob(JobSessionConfig config) {
              {"min_workers", config.min_workers},
              {"policy", balancer::ToString(config.policy)}});
   return Ok();
+}
+
+void CoordinatorService::SetNodeProductLookup(std::function<std::string(const std::string&)> lookup) {
+  std::lock_guard lock(mutex_);
+  node_product_ = std::move(lookup);
+}
+
+bool CoordinatorService::HasJob(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  return jobs_.contains(name);
 }
 
 Status CoordinatorService::RemoveJob(const std::string& name) {
@@ -216,7 +225,15 @@ Result<CoordinatorService::SessionKey> CoordinatorService::Open(
   }
   SessionKey key{hello.job(), hello.pod()};
   Outbox out;
-  if (Status status = job->second.Join(hello, Clock::now(), out); !status.ok()) {
+  fulcrum::v1::Hello joined = hello;
+  if ((joined.gpu_product().empty() || joined.gpu_product() == "cpu") && node_product_) {
+    // A trainer without a GPU of its own to name (a CPU process on an emulated GPU node, or
+    // a device that reports nothing): the balancer's prior comes from its node's label.
+    if (std::string product = node_product_(joined.node()); !product.empty()) {
+      joined.set_gpu_product(product);
+    }
+  }
+  if (Status status = job->second.Join(joined, Clock::now(), out); !status.ok()) {
     return status.error();
   }
   if (auto previous = sessions_.find(key); previous != sessions_.end()) {

@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,8 +36,13 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
   CoordinatorService(const CoordinatorService&) = delete;
   CoordinatorService& operator=(const CoordinatorService&) = delete;
 
-  // Registers a job, or replaces its configuration if there are no members yet.
+  // Registers a job, replaces its configuration if it has not started yet, or applies a live
+  // edit to a running one (JobSession::Reconfigure: same token, nobody restarts).
   Status AddJob(JobSessionConfig config);
+  bool HasJob(const std::string& name) const;
+  // For a trainer whose Hello names no GPU product (or "cpu"): the product of its node, ""
+  // when unknown. The operator answers from its node inventory.
+  void SetNodeProductLookup(std::function<std::string(const std::string& node)> lookup);
   Status RemoveJob(const std::string& name);
   Status SendControl(const std::string& job, fulcrum::v1::Control::Action action,
                      const std::string& reason);
@@ -64,6 +70,7 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
   mutable std::mutex mutex_;
   std::map<std::string, JobSession, std::less<>> jobs_;
   std::map<SessionKey, std::shared_ptr<Outlet>> sessions_;
+  std::function<std::string(const std::string& node)> node_product_;
   std::jthread ticker_;
 };
 

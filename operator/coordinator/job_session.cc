@@ -64,6 +64,34 @@ Result<JobSession> JobSession::Create(JobSessionConfig config) {
 JobSession::JobSession(JobSessionConfig config, balancer::Controller controller)
     : config_(std::move(config)), controller_(std::move(controller)) {}
 
+Status JobSession::Reconfigure(JobSessionConfig config, Clock::time_point now) {
+  if (Status status = ValidateJobConfig(config); !status.ok()) return status;
+  if (config.name != config_.name || config.token != config_.token) {
+    return Error{ErrorCode::kFailedPrecondition,
+                 "job \"" + config_.name +
+                     "\" is running: its name and token cannot change; remove it first",
+                 config.name != config_.name ? "name" : "token"};
+  }
+  if (Status status = controller_.Retune(config.global_batch, config.policy, config.min_gain,
+                                         config.interval_steps);
+      !status.ok()) {
+    return status;
+  }
+  const bool limits_changed =
+      config.max_workers != config_.max_workers || config.min_workers != config_.min_workers;
+  if (config.global_batch != config_.global_batch || limits_changed) {
+    log::Info("coordinator", config_.name, "job reconfigured",
+              {{"global_batch", config.global_batch},
+               {"min_workers", config.min_workers},
+               {"max_workers", config.max_workers}});
+  }
+  config_ = std::move(config);
+  if (limits_changed && membership_generation_ > 0) {
+    ScheduleGeneration(now, "worker limits changed", /*force=*/false);
+  }
+  return Ok();
+}
+
 JobSession::Member* JobSession::Find(std::string_view pod) {
   const auto it = members_.find(pod);
   return it == members_.end() ? nullptr : &it->second;

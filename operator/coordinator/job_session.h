@@ -37,6 +37,12 @@ class JobSession {
   // resource's metadata.generation, which counts spec edits).
   int64_t membership_generation() const { return membership_generation_; }
 
+  // A live edit of the job: the global batch, worker limits and balancing settings change in
+  // place, nobody restarts. A new global batch or policy is planned at the next completed
+  // step; a new max_workers re-forms membership only if that changes who trains. The name
+  // and token cannot change (kFailedPrecondition).
+  Status Reconfigure(JobSessionConfig config, Clock::time_point now);
+
   // A trainer said Hello (its token is already checked). A pod that reconnects while still
   // remembered gets its current Assignment again; anyone else waits for the next generation.
   Status Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out);

@@ -303,6 +303,29 @@ TEST(Controller, ReplansAtOnceBelowTheBatchThatRanOutOfMemory) {
   EXPECT_LT(controller.plan().workers[0].micro_batch, batch);
 }
 
+TEST(Controller, ANewGlobalBatchIsReSplitAtTheNextDecisionKeepingTheModels) {
+  Controller controller = MakeController(/*interval_steps=*/1000);
+  FakeCluster cluster(EightMixedWorkers(), 0.02, 5);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  for (int64_t step = 0; step < 60; ++step) cluster.Step(controller, step);
+  const LinearCost fitted_before = *controller.FittedCost("w0");
+  ASSERT_TRUE(controller.Retune(2048, PolicyKind::kOptimal, 0.05, 1000).ok());
+  Result<StepDecision> decision = controller.Decide(60);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_TRUE(decision->plan_changed) << "without waiting for the 1000-step interval";
+  EXPECT_THAT(controller.plan().reason, HasSubstr("global batch 1024 -> 2048"));
+  EXPECT_EQ(controller.plan().global_batch, 2048);
+  const std::vector<int> planned = PlannedBatches(controller);
+  EXPECT_EQ(std::accumulate(planned.begin(), planned.end(), 0), 2048);
+  // The measured model survives (a reset would fall back to the catalog prior).
+  EXPECT_NEAR(controller.FittedCost("w0")->seconds_per_sample, fitted_before.seconds_per_sample,
+              0.001 * fitted_before.seconds_per_sample);
+  // Tuning alone (min_gain, interval) does not force a plan.
+  ASSERT_TRUE(controller.Retune(2048, PolicyKind::kOptimal, 0.2, 500).ok());
+  EXPECT_FALSE(controller.Decide(61)->plan_changed);
+  EXPECT_EQ(controller.Retune(0, PolicyKind::kOptimal, 0.2, 500).error().field, "global_batch");
+}
+
 TEST(Controller, DithersUntilIdentifiedThenRunsThePlanAsIs) {
   Controller controller = MakeController();
   FakeCluster cluster(EightMixedWorkers(), 0.0, 4);

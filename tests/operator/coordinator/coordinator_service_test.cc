@@ -112,6 +112,38 @@ TEST_F(CoordinatorServiceTest, GenerationsHaveDenseRanksAndRank0sRendezvous) {
   EXPECT_EQ(jobs[0].members.size(), 2u);
 }
 
+TEST_F(CoordinatorServiceTest, ATrainerWithoutAProductGetsItsNodesProductAsItsPrior) {
+  server_->service().SetNodeProductLookup(
+      [](const std::string& node) { return node == "t4-node" ? "Tesla-T4" : ""; });
+  Trainer trainer(channel_);
+  TrainerMessage message;
+  fulcrum::v1::Hello& hello = *message.mutable_hello();
+  hello.set_job("demo");
+  hello.set_pod("p0");
+  hello.set_node("t4-node");
+  hello.set_token(kToken);
+  hello.set_store_address("127.0.0.1:1001");
+  ASSERT_TRUE(trainer.Send(message));
+  ASSERT_TRUE(trainer.NextAssignment().has_value());
+  const auto jobs = server_->service().Snapshot();
+  ASSERT_EQ(jobs.size(), 1u);
+  ASSERT_EQ(jobs[0].members.size(), 1u);
+  EXPECT_EQ(jobs[0].members[0].gpu_product, "Tesla-T4");
+}
+
+TEST_F(CoordinatorServiceTest, AddingARunningJobAgainAppliesTheEditLive) {
+  Trainer trainer(channel_);
+  ASSERT_TRUE(trainer.Hello("p0"));
+  ASSERT_TRUE(trainer.NextAssignment().has_value());
+  JobSessionConfig edited = DemoJob();
+  edited.global_batch = 64;
+  ASSERT_TRUE(server_->service().AddJob(edited).ok());
+  EXPECT_EQ(server_->service().Snapshot()[0].global_batch, 64);
+  EXPECT_EQ(server_->service().Snapshot()[0].membership_generation, 1);
+  EXPECT_TRUE(server_->service().HasJob("demo"));
+  EXPECT_FALSE(server_->service().HasJob("other"));
+}
+
 TEST_F(CoordinatorServiceTest, ControlsReachEveryConnectedTrainer) {
   Trainer trainer(channel_);
   ASSERT_TRUE(trainer.Hello("a"));

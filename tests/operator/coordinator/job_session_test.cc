@@ -194,6 +194,38 @@ TEST_F(JobSessionTest, NewBatchesApplyAtLeastTheLeadAfterTheCompletedStep) {
   EXPECT_GE(snapshot.plan_changes, 1);
 }
 
+TEST_F(JobSessionTest, ALiveGlobalBatchEditIsSplitAtTheNextStepInTheSameGeneration) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  for (int64_t step = 0; step < 5; ++step) {
+    Outbox out;
+    const auto plan = job_->Snapshot().plan;
+    ASSERT_TRUE(Report("a", 1, step, plan[0], 0.001 + 0.001 * plan[0], out).ok());
+    ASSERT_TRUE(Report("b", 1, step, plan[1], 0.001 + 0.001 * plan[1], out).ok());
+  }
+  JobSessionConfig edited = DefaultConfig();
+  edited.global_batch = 60;
+  ASSERT_TRUE(job_->Reconfigure(edited, now_).ok());
+  Outbox out;
+  const auto plan = job_->Snapshot().plan;
+  ASSERT_TRUE(Report("a", 1, 5, plan[0], 0.001 + 0.001 * plan[0], out).ok());
+  ASSERT_TRUE(Report("b", 1, 5, plan[1], 0.001 + 0.001 * plan[1], out).ok());
+  ASSERT_EQ(out.size(), 2u) << "both trainers get the new split";
+  for (const Outgoing& message : out) {
+    ASSERT_TRUE(message.message.has_assignment());
+    EXPECT_EQ(message.message.assignment().global_batch(), 60);
+    EXPECT_EQ(message.message.assignment().generation(), 1) << "nobody re-forms";
+    EXPECT_NE(message.message.assignment().reason().find("global batch 30 -> 60"),
+              std::string::npos);
+  }
+  EXPECT_EQ(job_->Snapshot().global_batch, 60);
+  EXPECT_EQ(job_->membership_generation(), 1);
+  JobSessionConfig other_token = edited;
+  other_token.token = "another";
+  EXPECT_EQ(job_->Reconfigure(other_token, now_).error().field, "token");
+}
+
 TEST_F(JobSessionTest, TheIdealStepCountsEverythingAfterComputeNotJustTheAllReduce) {
   Join("a");
   Join("b");
