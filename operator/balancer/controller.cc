@@ -359,6 +359,7 @@ Result<StepDecision> Controller::Decide(int64_t step) {
       reason[0] = '\0';
     }
     if (reason[0] != '\0') {
+      candidate->predicted_gain = gain;
       Adopt(std::move(*candidate), reason);
       decision.plan_changed = true;
     }

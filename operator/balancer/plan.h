@@ -44,6 +44,9 @@ struct Plan {
   double efficiency = 0.0;                // predicted η = samples_per_second / X_UB
   double idle_fraction = 0.0;             // predicted straggler idle fraction
   std::string reason;                     // why this plan exists (filled by the controller)
+  // Fraction of the step time the switch to this plan was predicted to save (filled by the
+  // controller when it replaces a plan for speed; 0 for plans forced by membership or edits).
+  double predicted_gain = 0.0;
 };
 
 }  // namespace fulcrum::balancer

@@ -32,10 +32,10 @@ nlohmann::json Carry(const Condition& condition, const nlohmann::json& previous,
           {"lastTransitionTime", since}, {"observedGeneration", observed_generation}};
 }
 
+constexpr const char* kTimeFormat = "%Y-%m-%dT%H:%M:%SZ";
+
 std::string Rfc3339(double unix_seconds) {
-  // Kubernetes' metav1.Time form: UTC with a "Z", whole seconds.
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
-                          absl::FromUnixSeconds(static_cast<int64_t>(unix_seconds)),
+  return absl::FormatTime(kTimeFormat, absl::FromUnixSeconds(static_cast<int64_t>(unix_seconds)),
                           absl::UTCTimeZone());
 }
 
@@ -101,11 +101,15 @@ nlohmann::json BuildJobStatus(const JobState& state,
       {"Failed", state.failed_reason.has_value(), state.failed_reason.value_or("NotFailed"),
        state.failed_message},
   };
+  // Steps completed never go back in status: a coordinator that restarted with the operator
+  // knows nothing until the trainers report again.
+  const int64_t previous_step =
+      previous.is_object() ? previous.value("step", int64_t{0}) : int64_t{0};
   nlohmann::json status = {{"phase", phase},
                            {"observedGeneration", state.observed_generation},
                            {"membershipGeneration", training.membership_generation},
                            {"readyWorkers", ready},
-                           {"step", std::max<int64_t>(0, training.step + 1)},  // steps completed
+                           {"step", std::max<int64_t>(previous_step, training.step + 1)},
                            {"workers", workers},
                            {"throughput",
                             {{"samplesPerSecond", training.measured_samples_per_second},
@@ -117,9 +121,45 @@ nlohmann::json BuildJobStatus(const JobState& state,
   }
   if (training.last_rebalance.apply_at_step >= 0) {
     status["lastRebalance"] = {{"time", Rfc3339(training.last_rebalance.unix_seconds)},
-                               {"reason", training.last_rebalance.reason}};
+                               {"reason", training.last_rebalance.reason},
+                               {"predictedGain", training.last_rebalance.predicted_gain}};
+  } else if (previous.is_object() && previous.contains("lastRebalance")) {
+    status["lastRebalance"] = previous["lastRebalance"];  // from before an operator restart
+  }
+  if (!state.start_time.empty()) status["startTime"] = state.start_time;
+  if (!state.completion_time.empty()) status["completionTime"] = state.completion_time;
+  if (!state.failures.empty()) {
+    status["workerFailures"] = nlohmann::json::array();
+    for (const WorkerFailure& failure : state.failures) {
+      status["workerFailures"].push_back({{"pod", failure.pod},
+                                          {"uid", failure.uid},
+                                          {"reason", failure.reason},
+                                          {"time", failure.time}});
+    }
   }
   return status;
+}
+
+std::string Rfc3339(std::chrono::system_clock::time_point time) {
+  return absl::FormatTime(kTimeFormat, absl::FromChrono(time), absl::UTCTimeZone());
+}
+
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& text) {
+  absl::Time time;
+  std::string error;
+  if (!absl::ParseTime(absl::RFC3339_full, text, &time, &error)) return std::nullopt;
+  return absl::ToChronoTime(time);
+}
+
+std::vector<WorkerFailure> ReadWorkerFailures(const nlohmann::json& status) {
+  std::vector<WorkerFailure> failures;
+  if (!status.is_object() || !status.contains("workerFailures")) return failures;
+  for (const nlohmann::json& item : status["workerFailures"]) {
+    if (!item.is_object()) continue;
+    failures.push_back({item.value("pod", ""), item.value("uid", ""), item.value("reason", ""),
+                        item.value("time", "")});
+  }
+  return failures;
 }
 
 bool StatusDiffersBeyondProgress(const nlohmann::json& a, const nlohmann::json& b) {

@@ -5,13 +5,24 @@
 // notice has changed (and at most every status.minInterval).
 #pragma once
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "operator/coordinator/job_session_snapshot.h"
 
 namespace fulcrum::controller {
+
+// A worker pod that failed (counted against spec.backoffLimit once, by its uid).
+struct WorkerFailure {
+  std::string pod;
+  std::string uid;
+  std::string reason;  // the pod's or container's reason, e.g. Error, OOMKilled
+  std::string time;    // RFC 3339
+  bool operator==(const WorkerFailure&) const = default;
+};
 
 // What the reconciler decided about the job as a whole.
 struct JobState {
@@ -23,7 +34,17 @@ struct JobState {
   std::string failed_message{};
   bool rebalancing = false;  // a new plan is announced and not yet applied
   int min_workers = 1;
+  std::string start_time{};       // RFC 3339: when the first pods were created
+  std::string completion_time{};  // RFC 3339: when the job Succeeded or Failed
+  std::vector<WorkerFailure> failures{};
 };
+
+// Kubernetes' metav1.Time form (UTC, whole seconds, "Z"), and back.
+std::string Rfc3339(std::chrono::system_clock::time_point time);
+std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& text);
+
+// The failures recorded in a stored status (status.workerFailures).
+std::vector<WorkerFailure> ReadWorkerFailures(const nlohmann::json& status);
 
 // `previous`: the status now stored (may be empty); `now_rfc3339`: the time for transitions.
 nlohmann::json BuildJobStatus(const JobState& state,

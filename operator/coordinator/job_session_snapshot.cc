@@ -33,7 +33,8 @@ nlohmann::json ToJson(const JobSessionSnapshot& job) {
            {{"apply_at_step", job.last_rebalance.apply_at_step},
             {"reason", job.last_rebalance.reason},
             {"unix_seconds", job.last_rebalance.unix_seconds},
-            {"batches", job.last_rebalance.batches}}}};
+            {"batches", job.last_rebalance.batches},
+            {"predicted_gain", job.last_rebalance.predicted_gain}}}};
 }
 
 }  // namespace fulcrum::coordinator

@@ -28,6 +28,7 @@ struct RebalanceSnapshot {
   std::string reason;
   double unix_seconds = 0.0;
   std::vector<int> batches;  // by rank
+  double predicted_gain = 0.0;  // fraction of step time saved, for speed rebalances
 };
 
 struct JobSessionSnapshot {

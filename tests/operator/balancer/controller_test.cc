@@ -200,6 +200,20 @@ TEST(Controller, RealTwofoldSlowdownChangesThePlanWithinOneInterval) {
   EXPECT_LT(outcome.plan_after.workers[5].batch, 0.6 * outcome.batch_before);
 }
 
+TEST(Controller, ASpeedRebalanceCarriesItsPredictedGain) {
+  Controller controller = MakeController();
+  FakeCluster cluster(EightMixedWorkers(), 0.01, 6);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  for (int64_t step = 0; step < 60; ++step) cluster.Step(controller, step);
+  cluster.worker(0).slowdown = 3.0;
+  bool changed = false;
+  for (int64_t step = 60; step < 120 && !changed; ++step) changed = cluster.Step(controller, step);
+  ASSERT_TRUE(changed);
+  EXPECT_THAT(controller.plan().reason, HasSubstr("predicted step time"));
+  EXPECT_GE(controller.plan().predicted_gain, 0.05);
+  EXPECT_LT(controller.plan().predicted_gain, 1.0);
+}
+
 TEST(Controller, AConfirmedSpeedChangeIsEvaluatedAtOnceNotAtTheNextInterval) {
   // An interval far longer than the run: only the confirmed speed change can trigger a re-plan.
   const SlowdownOutcome outcome = TwofoldSlowdownOfWorkerFive(1000);

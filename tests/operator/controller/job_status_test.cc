@@ -51,7 +51,11 @@ coordinator::JobSessionSnapshot Training() {
        .fitted_seconds_per_sample = 0},
   };
   training.last_rebalance = {
-      .apply_at_step = 30, .reason = "w-1 slowed down", .unix_seconds = 1.7e9, .batches = {64, 32}};
+      .apply_at_step = 30,
+      .reason = "w-1 slowed down",
+      .unix_seconds = 1.7e9,
+      .batches = {64, 32},
+      .predicted_gain = 0.2};
   return training;
 }
 
@@ -104,6 +108,29 @@ TEST(JobStatus, ConditionsKeepTheirTransitionTimeUntilTheyChange) {
   EXPECT_EQ((*ConditionOf(suspended, "Suspended"))["lastTransitionTime"], "2026-11-22T20:09:00Z");
   EXPECT_EQ((*ConditionOf(suspended, "Running"))["lastTransitionTime"], "2026-11-22T20:09:00Z");
   EXPECT_EQ((*ConditionOf(suspended, "Created"))["lastTransitionTime"], "2026-11-22T20:00:00Z");
+}
+
+TEST(JobStatus, StepNeverGoesBackAndTheLastRebalanceSurvivesAFreshCoordinator) {
+  JobState state;
+  const nlohmann::json before = BuildJobStatus(state, Training(), {}, "2026-01-01T00:00:00Z");
+  EXPECT_EQ(before["lastRebalance"]["predictedGain"], 0.2);
+  const coordinator::JobSessionSnapshot restarted;  // the operator restarted: nothing known yet
+  const nlohmann::json after = BuildJobStatus(state, restarted, before, "2026-01-01T00:01:00Z");
+  EXPECT_EQ(after["step"], 42);
+  EXPECT_EQ(after["lastRebalance"], before["lastRebalance"]);
+}
+
+TEST(JobStatus, FailuresAndTimesRoundTripThroughTheStoredStatus) {
+  JobState state;
+  state.start_time = "2026-01-01T00:00:00Z";
+  state.completion_time = "2026-01-01T01:00:00Z";
+  state.failures = {{"w-0", "uid-0", "Error", "2026-01-01T00:10:00Z"},
+                    {"w-0", "uid-1", "OOMKilled", "2026-01-01T00:20:00Z"}};
+  const nlohmann::json status = BuildJobStatus(state, Training(), {}, "2026-01-01T01:00:00Z");
+  EXPECT_EQ(status["startTime"], "2026-01-01T00:00:00Z");
+  EXPECT_EQ(status["completionTime"], "2026-01-01T01:00:00Z");
+  EXPECT_EQ(ReadWorkerFailures(status), state.failures);
+  EXPECT_TRUE(ReadWorkerFailures(nlohmann::json::object()).empty());
 }
 
 TEST(JobStatus, ProgressAloneIsNotAChangeButABatchOrPhaseIs) {

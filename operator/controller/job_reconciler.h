@@ -1,0 +1,111 @@
+// The HeteroTrainingJob reconciler: key in ("namespace/name"), result out. It reads the world
+// from the informers' caches and the hosted coordinator, decides with pure functions
+// (job_spec, job_objects, worker_plan, job_status) and acts through the API: the token
+// Secret, the headless Service, the trainer Pods, the coordinator registration, status
+// (rate-limited) and Events. Level-triggered and idempotent: running it twice changes
+// nothing (docs/operator.md, "The reconcile loop").
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+#include "operator/controller/job_objects.h"
+#include "operator/controller/job_spec.h"
+#include "operator/controller/node_inventory.h"
+#include "operator/coordinator/coordinator_service.h"
+#include "operator/kube/cache/store.h"
+#include "operator/kube/client/api_client.h"
+#include "operator/kube/events/event_recorder.h"
+
+namespace fulcrum::controller {
+
+inline constexpr const char* kFinalizer = "fulcrum.dev/coordinator";
+inline constexpr const char* kManagedByLabel = "app.kubernetes.io/managed-by";
+inline constexpr const char* kManagedByValue = "fulcrum-operator";
+
+kube::ResourceType HeteroTrainingJobs();
+
+// The caches the reconciler reads; the informers behind them are the operator's.
+struct ReconcilerCaches {
+  const kube::Store* jobs = nullptr;      // HeteroTrainingJobs
+  const kube::Store* pods = nullptr;      // trainer pods of every job (managed-by label)
+  const kube::Store* secrets = nullptr;   // the jobs' token Secrets
+  const kube::Store* services = nullptr;  // the jobs' headless Services
+};
+
+struct ReconcilerOptions {
+  std::string default_image = "fulcrum-trainer";
+  std::string coordinator_address;  // host:port the trainers dial
+  GpuLabelKeys keys;
+  std::chrono::milliseconds status_min_interval{3'000};
+  // A job that trains is reconciled again this often, to carry the coordinator's progress
+  // into its status (the coordinator is not a watched resource).
+  std::chrono::milliseconds running_resync{3'000};
+  // How long a trainer gets to checkpoint and exit after a STOP (suspend) before its pod is
+  // deleted anyway.
+  std::chrono::milliseconds stop_grace{60'000};
+};
+
+// What the metrics see of each job as it is reconciled.
+struct JobObserver {
+  std::function<void(const std::string& ns, const std::string& name, const std::string& phase,
+                     const coordinator::JobSessionSnapshot& training)>
+      updated;
+  std::function<void(const std::string& ns, const std::string& name)> removed;
+};
+
+struct ReconcileResult {
+  std::optional<std::chrono::milliseconds> requeue_after;
+};
+
+class JobReconciler {
+ public:
+  JobReconciler(std::shared_ptr<kube::ApiClient> client, ReconcilerCaches caches,
+                const NodeInventory& inventory, coordinator::CoordinatorService& coordinator,
+                kube::EventRecorder* events, ReconcilerOptions options, JobObserver observer = {});
+
+  Result<ReconcileResult> Reconcile(const std::string& key);
+
+ private:
+  struct Written {
+    int64_t resource_version = 0;
+    nlohmann::json status;
+    std::chrono::steady_clock::time_point at;
+  };
+  Result<ReconcileResult> ReconcileLive(const nlohmann::json& job, const JobSpec& spec);
+  Result<ReconcileResult> Finish(const nlohmann::json& job, const JobSpec& spec,
+                                 const nlohmann::json& status);
+  Status Delete(const nlohmann::json& job, const JobSpec& spec);
+  Status EnsureFinalizer(const nlohmann::json& job);
+  Result<std::string> EnsureToken(const JobSpec& spec);
+  Status EnsureService(const JobSpec& spec);
+  int FreeSlots(const JobSpec& spec, const std::vector<kube::CachedObject>& own_pods) const;
+  TrainerPodOptions PodOptions(const JobSpec& spec) const;
+  // The stored status, or the one this reconciler wrote last if the cache has not caught up.
+  nlohmann::json CurrentStatus(const nlohmann::json& job);
+  // Writes `status` if it differs from the stored one in a way users notice, or differs at
+  // all and the last write is status_min_interval old. Returns when to look again.
+  Result<std::optional<std::chrono::milliseconds>> WriteStatus(const nlohmann::json& job,
+                                                               const nlohmann::json& status);
+  void Event(const nlohmann::json& regarding, bool warning, const std::string& reason,
+             const std::string& action, const std::string& note);
+
+  std::shared_ptr<kube::ApiClient> client_;
+  ReconcilerCaches caches_;
+  const NodeInventory& inventory_;
+  coordinator::CoordinatorService& coordinator_;
+  kube::EventRecorder* events_;
+  ReconcilerOptions options_;
+  JobObserver observer_;
+
+  std::mutex written_mutex_;
+  std::map<std::string, Written> written_;  // by job uid
+};
+
+}  // namespace fulcrum::controller

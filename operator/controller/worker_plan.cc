@@ -1,0 +1,147 @@
+#include "operator/controller/worker_plan.h"
+
+#include <algorithm>
+#include <set>
+
+namespace fulcrum::controller {
+namespace {
+
+bool Recorded(const std::vector<WorkerFailure>& failures, const std::string& uid) {
+  return std::any_of(failures.begin(), failures.end(),
+                     [&](const WorkerFailure& failure) { return failure.uid == uid; });
+}
+
+// Lowest worker indices no pod of the job has now (a terminating pod still holds its name).
+std::vector<int> FreeIndices(const std::vector<WorkerPod>& pods, int count) {
+  std::set<int> taken;
+  for (const WorkerPod& pod : pods) taken.insert(pod.index);
+  std::vector<int> free;
+  for (int index = 0; static_cast<int>(free.size()) < count; ++index) {
+    if (!taken.contains(index)) free.push_back(index);
+  }
+  return free;
+}
+
+}  // namespace
+
+std::string_view ToString(RemovalReason reason) {
+  switch (reason) {
+    case RemovalReason::kFailed:
+      return "Failed";
+    case RemovalReason::kNodeLost:
+      return "NodeLost";
+    case RemovalReason::kScaledDown:
+      return "ScaledDown";
+    case RemovalReason::kFinished:
+      return "Finished";
+  }
+  return "Unknown";
+}
+
+std::chrono::milliseconds ReplacementBackoff(std::size_t failures) {
+  constexpr std::chrono::milliseconds kFirst{10'000};
+  constexpr std::chrono::milliseconds kMax{360'000};
+  if (failures == 0) return std::chrono::milliseconds{0};
+  std::chrono::milliseconds delay = kFirst;
+  for (std::size_t i = 1; i < failures && delay < kMax; ++i) delay *= 2;
+  return std::min(delay, kMax);
+}
+
+WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
+  WorkerDecisions decisions;
+  std::vector<const WorkerPod*> active;
+  for (const WorkerPod& pod : world.pods) {
+    if (pod.terminating) continue;
+    if (pod.phase == "Succeeded") {
+      // Trainers exit 0 when training is done, and on the STOP that suspends the job.
+      if (spec.suspend || world.was_suspended) {
+        decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kFinished});
+      } else {
+        decisions.succeeded = true;
+      }
+      continue;
+    }
+    if (pod.phase == "Failed") {
+      if (!Recorded(world.failures, pod.uid)) {
+        decisions.new_failures.push_back(
+            {pod.name, pod.uid, pod.failure_reason.empty() ? "Failed" : pod.failure_reason,
+             Rfc3339(world.now)});
+      }
+      decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kFailed});
+      continue;
+    }
+    const auto health = world.nodes.find(pod.node);
+    if (!pod.node.empty() && health != world.nodes.end() && health->second != NodeHealth::kReady) {
+      decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kNodeLost,
+                                  /*force=*/health->second == NodeHealth::kGone});
+      continue;
+    }
+    active.push_back(&pod);
+  }
+  const auto remove_active = [&](RemovalReason reason) {
+    for (const WorkerPod* pod : active) decisions.remove.push_back({pod->name, pod->uid, reason});
+    active.clear();
+  };
+
+  const std::size_t failures = world.failures.size() + decisions.new_failures.size();
+  if (failures > static_cast<std::size_t>(spec.backoff_limit)) {
+    decisions.failed_reason = "BackoffLimitExceeded";
+    decisions.failed_message = std::to_string(failures) + " worker pods failed, more than " +
+                               "spec.backoffLimit (" + std::to_string(spec.backoff_limit) +
+                               "); the last: " +
+                               (decisions.new_failures.empty() ? world.failures.back()
+                                                               : decisions.new_failures.back())
+                                   .reason +
+                               ". See the pods' logs and Events";
+    remove_active(RemovalReason::kFinished);
+    return decisions;
+  }
+  if (decisions.succeeded) {
+    remove_active(RemovalReason::kFinished);
+    return decisions;
+  }
+  if (spec.suspend) {
+    // Running trainers stop themselves after a checkpoint (the reconciler's STOP); the rest
+    // have nothing to save.
+    std::erase_if(active, [&](const WorkerPod* pod) {
+      if (pod->phase == "Running") return false;
+      decisions.remove.push_back({pod->name, pod->uid, RemovalReason::kFinished});
+      return true;
+    });
+    return decisions;
+  }
+
+  const int max = spec.max_replicas;
+  const int count = static_cast<int>(active.size());
+  if (count > max) {
+    // Drain the extra workers: unscheduled ones first, then the highest indices.
+    std::sort(active.begin(), active.end(), [](const WorkerPod* a, const WorkerPod* b) {
+      if (a->node.empty() != b->node.empty()) return a->node.empty();
+      return a->index > b->index;
+    });
+    for (int i = 0; i < count - max; ++i) {
+      decisions.remove.push_back({active[i]->name, active[i]->uid, RemovalReason::kScaledDown});
+    }
+    return decisions;
+  }
+  const int target =
+      std::min(max, std::max(std::min(spec.min_replicas, max), count + std::max(0, world.free_slots)));
+  if (target <= count) return decisions;
+  if (failures > 0) {
+    // Replacements wait out the back-off, counted from the latest failure.
+    const std::string& last =
+        (decisions.new_failures.empty() ? world.failures.back() : decisions.new_failures.back())
+            .time;
+    const auto failed_at = ParseRfc3339(last).value_or(world.now);
+    const auto ready_at = failed_at + ReplacementBackoff(failures);
+    if (world.now < ready_at) {
+      decisions.retry_after =
+          std::chrono::duration_cast<std::chrono::milliseconds>(ready_at - world.now);
+      return decisions;
+    }
+  }
+  decisions.create = FreeIndices(world.pods, target - count);
+  return decisions;
+}
+
+}  // namespace fulcrum::controller

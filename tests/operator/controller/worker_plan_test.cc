@@ -1,0 +1,177 @@
+// Which pods a job should have: creation up to the capacity there is, failures counted once
+// and replaced after back-off, lost nodes, a lowered max drained in place, completion and
+// suspension. Pure: a world in, decisions out.
+#include "operator/controller/worker_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace fulcrum::controller {
+namespace {
+
+using namespace std::chrono_literals;
+
+const auto kNow = std::chrono::system_clock::time_point() + std::chrono::hours(24 * 365 * 56);
+
+JobSpec Spec(int min, int max) {
+  JobSpec spec;
+  spec.ns = "ml";
+  spec.name = "mixed";
+  spec.min_replicas = min;
+  spec.max_replicas = max;
+  spec.global_batch = 256;
+  spec.backoff_limit = 2;
+  return spec;
+}
+
+WorkerPod Pod(int index, std::string phase, std::string node = "a100") {
+  return {.name = "mixed-worker-" + std::to_string(index),
+          .uid = "uid-" + std::to_string(index),
+          .index = index,
+          .phase = std::move(phase),
+          .node = std::move(node),
+          .terminating = false,
+          .failure_reason = ""};
+}
+
+WorkerWorld World(std::vector<WorkerPod> pods, int free_slots) {
+  WorkerWorld world;
+  world.pods = std::move(pods);
+  world.free_slots = free_slots;
+  world.now = kNow;
+  return world;
+}
+
+std::vector<std::string> Removed(const WorkerDecisions& decisions, RemovalReason reason) {
+  std::vector<std::string> pods;
+  for (const PodRemoval& removal : decisions.remove) {
+    if (removal.reason == reason) pods.push_back(removal.pod);
+  }
+  return pods;
+}
+
+TEST(WorkerPlan, ANewJobGetsAWorkerPerFreeSlotUpToMax) {
+  EXPECT_EQ(DecideWorkers(Spec(1, 3), World({}, 2)).create, (std::vector<int>{0, 1}));
+  EXPECT_EQ(DecideWorkers(Spec(1, 3), World({}, 9)).create, (std::vector<int>{0, 1, 2}));
+}
+
+TEST(WorkerPlan, WithoutCapacityItStillAsksForTheMinimumAndWaits) {
+  EXPECT_EQ(DecideWorkers(Spec(2, 4), World({}, 0)).create, (std::vector<int>{0, 1}));
+  // Pods waiting for the scheduler already hold the minimum: nothing more.
+  EXPECT_TRUE(
+      DecideWorkers(Spec(2, 4), World({Pod(0, "Pending", ""), Pod(1, "Pending", "")}, 0))
+          .create.empty());
+}
+
+TEST(WorkerPlan, CapacityThatAppearsGrowsTheJobIntoFreeIndices) {
+  const WorkerDecisions decisions =
+      DecideWorkers(Spec(1, 4), World({Pod(0, "Running"), Pod(2, "Running")}, 1));
+  EXPECT_EQ(decisions.create, std::vector<int>{1});
+  EXPECT_TRUE(decisions.remove.empty());
+}
+
+TEST(WorkerPlan, ATerminatingPodStillHoldsItsName) {
+  WorkerPod leaving = Pod(0, "Running");
+  leaving.terminating = true;
+  EXPECT_EQ(DecideWorkers(Spec(1, 2), World({leaving}, 1)).create, std::vector<int>{1});
+}
+
+TEST(WorkerPlan, ALoweredMaxDrainsUnscheduledThenHighestIndicesAndKeepsTheRest) {
+  const WorkerDecisions decisions = DecideWorkers(
+      Spec(1, 2),
+      World({Pod(0, "Running"), Pod(1, "Running"), Pod(2, "Running"), Pod(3, "Pending", "")}, 0));
+  EXPECT_EQ(Removed(decisions, RemovalReason::kScaledDown),
+            (std::vector<std::string>{"mixed-worker-3", "mixed-worker-2"}));
+  EXPECT_EQ(decisions.remove.size(), 2u);
+  EXPECT_TRUE(decisions.create.empty());
+}
+
+TEST(WorkerPlan, AFailedPodIsCountedOnceRemovedAndReplacedAfterBackoff) {
+  WorkerPod failed = Pod(1, "Failed");
+  failed.failure_reason = "Error (exit code 1)";
+  WorkerWorld world = World({Pod(0, "Running"), failed}, 1);
+  WorkerDecisions first = DecideWorkers(Spec(1, 2), world);
+  ASSERT_EQ(first.new_failures.size(), 1u);
+  EXPECT_EQ(first.new_failures[0].uid, "uid-1");
+  EXPECT_EQ(first.new_failures[0].reason, "Error (exit code 1)");
+  EXPECT_EQ(Removed(first, RemovalReason::kFailed), std::vector<std::string>{"mixed-worker-1"});
+  EXPECT_TRUE(first.create.empty()) << "the replacement waits out the back-off";
+  ASSERT_TRUE(first.retry_after.has_value());
+  EXPECT_EQ(*first.retry_after, ReplacementBackoff(1));
+
+  // The failure is recorded; the cache still shows the pod: it is not counted again.
+  world.failures = first.new_failures;
+  EXPECT_TRUE(DecideWorkers(Spec(1, 2), world).new_failures.empty());
+
+  // Once the pod is gone and the back-off has passed, a replacement is created.
+  world.pods = {Pod(0, "Running")};
+  world.now = kNow + ReplacementBackoff(1);
+  EXPECT_EQ(DecideWorkers(Spec(1, 2), world).create, std::vector<int>{1});
+}
+
+TEST(WorkerPlan, BackoffDoublesFromTenSecondsUpToSixMinutes) {
+  EXPECT_EQ(ReplacementBackoff(0), 0ms);
+  EXPECT_EQ(ReplacementBackoff(1), 10s);
+  EXPECT_EQ(ReplacementBackoff(2), 20s);
+  EXPECT_EQ(ReplacementBackoff(4), 80s);
+  EXPECT_EQ(ReplacementBackoff(30), 360s);
+}
+
+TEST(WorkerPlan, MoreFailuresThanTheBackoffLimitFailTheJobAndStopTheRest) {
+  WorkerWorld world = World({Pod(0, "Running"), Pod(1, "Failed")}, 0);
+  world.failures = {{"mixed-worker-1", "old-a", "Error", "2026-01-01T00:00:00Z"},
+                    {"mixed-worker-1", "old-b", "Error", "2026-01-01T00:01:00Z"}};
+  const WorkerDecisions decisions = DecideWorkers(Spec(1, 2), world);
+  ASSERT_TRUE(decisions.failed_reason.has_value());
+  EXPECT_EQ(*decisions.failed_reason, "BackoffLimitExceeded");
+  EXPECT_NE(decisions.failed_message.find("spec.backoffLimit (2)"), std::string::npos);
+  EXPECT_EQ(Removed(decisions, RemovalReason::kFinished),
+            std::vector<std::string>{"mixed-worker-0"});
+  EXPECT_TRUE(decisions.create.empty());
+}
+
+TEST(WorkerPlan, WorkersOnLostNodesAreRemovedForcedOnlyWhenTheNodeIsGone) {
+  WorkerWorld world =
+      World({Pod(0, "Running", "a100"), Pod(1, "Running", "v100"), Pod(2, "Running", "t4")}, 0);
+  world.nodes = {{"a100", NodeHealth::kReady},
+                 {"v100", NodeHealth::kGone},
+                 {"t4", NodeHealth::kNotReady}};
+  const WorkerDecisions decisions = DecideWorkers(Spec(1, 3), world);
+  ASSERT_EQ(decisions.remove.size(), 2u);
+  for (const PodRemoval& removal : decisions.remove) {
+    EXPECT_EQ(removal.reason, RemovalReason::kNodeLost);
+    EXPECT_EQ(removal.force, removal.pod == "mixed-worker-1") << removal.pod;
+  }
+  EXPECT_TRUE(decisions.new_failures.empty()) << "a lost node is not the job's failure";
+}
+
+TEST(WorkerPlan, ATrainerThatFinishedSucceedsTheJob) {
+  const WorkerDecisions decisions =
+      DecideWorkers(Spec(1, 2), World({Pod(0, "Succeeded"), Pod(1, "Running")}, 3));
+  EXPECT_TRUE(decisions.succeeded);
+  EXPECT_TRUE(decisions.create.empty());
+  EXPECT_EQ(Removed(decisions, RemovalReason::kFinished),
+            std::vector<std::string>{"mixed-worker-1"});
+}
+
+TEST(WorkerPlan, SuspensionCreatesNothingRemovesIdlePodsAndLeavesRunningOnesToStop) {
+  JobSpec spec = Spec(1, 3);
+  spec.suspend = true;
+  const WorkerDecisions decisions = DecideWorkers(
+      spec, World({Pod(0, "Running"), Pod(1, "Pending", ""), Pod(2, "Succeeded")}, 5));
+  EXPECT_TRUE(decisions.create.empty());
+  EXPECT_FALSE(decisions.succeeded) << "a trainer that exited on STOP did not finish training";
+  EXPECT_EQ(Removed(decisions, RemovalReason::kFinished),
+            (std::vector<std::string>{"mixed-worker-2", "mixed-worker-1"}));
+}
+
+TEST(WorkerPlan, PodsStoppedBySuspendAreRemovedNotCountedAsSuccessOnResume) {
+  WorkerWorld world = World({Pod(0, "Succeeded")}, 1);
+  world.was_suspended = true;
+  const WorkerDecisions decisions = DecideWorkers(Spec(1, 2), world);
+  EXPECT_FALSE(decisions.succeeded);
+  EXPECT_EQ(Removed(decisions, RemovalReason::kFinished),
+            std::vector<std::string>{"mixed-worker-0"});
+}
+
+}  // namespace
+}  // namespace fulcrum::controller
