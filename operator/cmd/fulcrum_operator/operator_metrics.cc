@@ -1,0 +1,308 @@
+#include "operator/cmd/fulcrum_operator/operator_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <array>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace fulcrum::operator_main {
+namespace {
+
+using coordinator::JobSessionSnapshot;
+using coordinator::MemberSnapshot;
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+using prometheus::Labels;
+
+// Exported at 0 from the start, so a dashboard shows "no failed jobs" rather than no data.
+constexpr std::array<const char*, 6> kKnownPhases = {"Pending",   "Running",   "Rebalancing",
+                                                     "Suspended", "Succeeded", "Failed"};
+
+// 1 ms .. 10 s: a reconcile is a few API calls; one that takes seconds is worth seeing.
+Histogram::BucketBoundaries ReconcileBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+}
+
+// The reconcile buckets and a minute more: keys wait behind slow reconciles of other jobs when
+// the workers are all busy, which is what this histogram is for.
+Histogram::BucketBoundaries QueueLatencyBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+}
+
+struct JobGaugeSpec {
+  const char* name;
+  const char* help;
+  double (*value)(const JobSessionSnapshot&);
+};
+
+const std::array<JobGaugeSpec, 6> kJobGauges = {{
+    {"fulcrum_job_samples_per_second",
+     "Measured throughput: global batch over the median step time of recent steps",
+     [](const JobSessionSnapshot& s) { return s.measured_samples_per_second; }},
+    {"fulcrum_job_ideal_samples_per_second",
+     "Upper bound on throughput for the workers' fitted step costs",
+     [](const JobSessionSnapshot& s) { return s.ideal_samples_per_second; }},
+    {"fulcrum_job_efficiency", "Measured over ideal throughput (0..1)",
+     [](const JobSessionSnapshot& s) { return s.efficiency; }},
+    {"fulcrum_job_step", "Last optimizer step every worker reported (-1: none yet)",
+     [](const JobSessionSnapshot& s) { return static_cast<double>(s.step); }},
+    {"fulcrum_job_membership_generation",
+     "The trainers' membership generation (not the object's metadata.generation)",
+     [](const JobSessionSnapshot& s) { return static_cast<double>(s.membership_generation); }},
+    {"fulcrum_job_workers", "Workers holding a rank (spares waiting for one are not counted)",
+     [](const JobSessionSnapshot& s) {
+       double ranked = 0;
+       for (const MemberSnapshot& member : s.members) ranked += member.rank >= 0 ? 1 : 0;
+       return ranked;
+     }},
+}};
+
+struct WorkerGaugeSpec {
+  const char* name;
+  const char* help;
+  double (*value)(const MemberSnapshot&);
+};
+
+const std::array<WorkerGaugeSpec, 3> kWorkerGauges = {{
+    {"fulcrum_worker_local_batch", "The worker's share of the global batch",
+     [](const MemberSnapshot& m) { return static_cast<double>(m.local_batch); }},
+    {"fulcrum_worker_step_seconds", "Wall time of the worker's last reported step",
+     [](const MemberSnapshot& m) { return m.step_seconds; }},
+    {"fulcrum_worker_samples_per_second",
+     "The worker's local batch over the compute time of its last step",
+     [](const MemberSnapshot& m) { return m.samples_per_second; }},
+}};
+
+struct WorkerSeries {
+  std::string gpu_product;  // a label: a change means a new series
+  std::array<Gauge*, kWorkerGauges.size()> gauges{};
+};
+
+struct JobSeries {
+  std::array<Gauge*, kJobGauges.size()> gauges{};
+  std::map<std::string, WorkerSeries> workers;  // by pod
+  std::map<std::string, Counter*> rebalances;   // by reason kind
+  int plan_changes = 0;                         // as of the last update
+};
+
+std::vector<std::string_view> SplitReasons(std::string_view reason) {
+  std::vector<std::string_view> parts;
+  constexpr std::string_view kSeparator = "; ";
+  while (true) {
+    const std::size_t end = reason.find(kSeparator);
+    parts.push_back(reason.substr(0, end));
+    if (end == std::string_view::npos) return parts;
+    reason.remove_prefix(end + kSeparator.size());
+  }
+}
+
+bool Contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
+}  // namespace
+
+std::string RebalanceReasonKind(std::string_view reason) {
+  using Matcher = bool (*)(std::string_view);
+  // In order of precedence: what forced a plan before what merely improved one.
+  static constexpr std::array<std::pair<const char*, Matcher>, 6> kKinds = {{
+      {"membership",
+       [](std::string_view p) { return Contains(p, "joined:") || Contains(p, "left:"); }},
+      {"memory",
+       [](std::string_view p) {
+         return Contains(p, "out of memory") || Contains(p, "memory cap");
+       }},
+      {"global_batch", [](std::string_view p) { return Contains(p, "global batch"); }},
+      {"speed", [](std::string_view p) { return p.starts_with("predicted step time"); }},
+      {"refinement", [](std::string_view p) { return p.starts_with("refinement"); }},
+      {"initial", [](std::string_view p) { return p.starts_with("first plan"); }},
+  }};
+  const std::vector<std::string_view> parts = SplitReasons(reason);
+  for (const auto& [kind, matches] : kKinds) {
+    for (std::string_view part : parts) {
+      if (matches(part)) return kind;
+    }
+  }
+  return "other";
+}
+
+struct OperatorMetrics::Impl {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  Histogram* reconcile_duration = nullptr;
+  Counter* reconcile_errors = nullptr;
+  Gauge* queue_depth = nullptr;
+  Histogram* queue_latency = nullptr;
+  Family<Gauge>* jobs_by_phase = nullptr;
+  Family<Counter>* rebalances = nullptr;
+  std::array<Family<Gauge>*, kJobGauges.size()> job_families{};
+  std::array<Family<Gauge>*, kWorkerGauges.size()> worker_families{};
+
+  std::mutex mutex;  // guards the maps below; prometheus-cpp guards the metrics themselves
+  std::map<std::string, Gauge*> phases;
+  std::map<std::pair<std::string, std::string>, JobSeries> jobs;  // by (namespace, name)
+
+  void RemoveWorker(const WorkerSeries& worker) {
+    for (std::size_t i = 0; i < worker.gauges.size(); ++i) {
+      worker_families[i]->Remove(worker.gauges[i]);
+    }
+  }
+};
+
+OperatorMetrics::OperatorMetrics() : impl_(std::make_unique<Impl>()) {
+  prometheus::Registry& registry = *impl_->registry;
+  auto gauge_family = [&](const char* name, const char* help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(registry);
+  };
+  impl_->reconcile_duration = &prometheus::BuildHistogram()
+                                   .Name("fulcrum_operator_reconcile_duration_seconds")
+                                   .Help("Time one reconcile of a job took")
+                                   .Register(registry)
+                                   .Add({}, ReconcileBuckets());
+  impl_->reconcile_errors = &prometheus::BuildCounter()
+                                 .Name("fulcrum_operator_reconcile_errors_total")
+                                 .Help("Reconciles that ended in an error (and were requeued)")
+                                 .Register(registry)
+                                 .Add({});
+  impl_->queue_depth =
+      &gauge_family("fulcrum_operator_workqueue_depth", "Job keys waiting in the work queue")
+           ->Add({});
+  impl_->queue_latency =
+      &prometheus::BuildHistogram()
+           .Name("fulcrum_operator_workqueue_latency_seconds")
+           .Help("Time a job key waited in the work queue before a worker took it")
+           .Register(registry)
+           .Add({}, QueueLatencyBuckets());
+  impl_->jobs_by_phase = gauge_family("fulcrum_operator_jobs", "FulcrumJobs by status phase");
+  impl_->rebalances = &prometheus::BuildCounter()
+                           .Name("fulcrum_operator_rebalances_total")
+                           .Help("New batch plans the coordinator adopted, by kind of reason")
+                           .Register(registry);
+  for (std::size_t i = 0; i < kJobGauges.size(); ++i) {
+    impl_->job_families[i] = gauge_family(kJobGauges[i].name, kJobGauges[i].help);
+  }
+  for (std::size_t i = 0; i < kWorkerGauges.size(); ++i) {
+    impl_->worker_families[i] = gauge_family(kWorkerGauges[i].name, kWorkerGauges[i].help);
+  }
+  for (const char* phase : kKnownPhases) {
+    impl_->phases[phase] = &impl_->jobs_by_phase->Add({{"phase", phase}});
+  }
+}
+
+OperatorMetrics::~OperatorMetrics() = default;
+
+std::shared_ptr<prometheus::Registry> OperatorMetrics::registry() const {
+  return impl_->registry;
+}
+
+void OperatorMetrics::ObserveReconcile(double seconds, bool error) {
+  impl_->reconcile_duration->Observe(seconds);
+  if (error) impl_->reconcile_errors->Increment();
+}
+
+void OperatorMetrics::SetQueueDepth(std::size_t depth) {
+  impl_->queue_depth->Set(static_cast<double>(depth));
+}
+
+void OperatorMetrics::ObserveQueueLatency(double seconds) {
+  impl_->queue_latency->Observe(seconds);
+}
+
+void OperatorMetrics::SetJobsByPhase(const std::map<std::string, int>& counts) {
+  std::lock_guard lock(impl_->mutex);
+  for (auto& [phase, gauge] : impl_->phases) {
+    if (!counts.contains(phase)) gauge->Set(0);
+  }
+  for (const auto& [phase, count] : counts) {
+    Gauge*& gauge = impl_->phases[phase];
+    if (gauge == nullptr) gauge = &impl_->jobs_by_phase->Add({{"phase", phase}});
+    gauge->Set(count);
+  }
+}
+
+void OperatorMetrics::UpdateJob(const std::string& ns, const std::string& job,
+                                const coordinator::JobSessionSnapshot& snapshot) {
+  std::lock_guard lock(impl_->mutex);
+  auto [found, first_seen] = impl_->jobs.try_emplace({ns, job});
+  JobSeries& series = found->second;
+  if (first_seen) {
+    for (std::size_t i = 0; i < kJobGauges.size(); ++i) {
+      series.gauges[i] = &impl_->job_families[i]->Add({{"namespace", ns}, {"job", job}});
+    }
+  }
+  for (std::size_t i = 0; i < kJobGauges.size(); ++i) {
+    series.gauges[i]->Set(kJobGauges[i].value(snapshot));
+  }
+
+  // Waiting members (rank -1) train nothing, so only ranked ones have worker series.
+  std::map<std::string, const MemberSnapshot*> ranked;
+  for (const MemberSnapshot& member : snapshot.members) {
+    if (member.rank >= 0) ranked[member.pod] = &member;
+  }
+  for (auto it = series.workers.begin(); it != series.workers.end();) {
+    const auto member = ranked.find(it->first);
+    if (member == ranked.end() || member->second->gpu_product != it->second.gpu_product) {
+      impl_->RemoveWorker(it->second);
+      it = series.workers.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [pod, member] : ranked) {
+    auto [worker, added] = series.workers.try_emplace(pod);
+    if (added) {
+      worker->second.gpu_product = member->gpu_product;
+      const Labels labels = {
+          {"namespace", ns}, {"job", job}, {"pod", pod}, {"gpu_product", member->gpu_product}};
+      for (std::size_t i = 0; i < kWorkerGauges.size(); ++i) {
+        worker->second.gauges[i] = &impl_->worker_families[i]->Add(labels);
+      }
+    }
+    for (std::size_t i = 0; i < kWorkerGauges.size(); ++i) {
+      worker->second.gauges[i]->Set(kWorkerGauges[i].value(*member));
+    }
+  }
+
+  // The snapshot only keeps the last rebalance's reason, so when several happened between two
+  // updates all are counted under it. A count that went down means a fresh session (the
+  // coordinator restarted the job), whose changes are all new.
+  const int previous = first_seen ? 0 : series.plan_changes;
+  const int new_changes =
+      snapshot.plan_changes >= previous ? snapshot.plan_changes - previous : snapshot.plan_changes;
+  series.plan_changes = snapshot.plan_changes;
+  if (new_changes > 0) {
+    const std::string kind = RebalanceReasonKind(snapshot.last_rebalance.reason);
+    Counter*& counter = series.rebalances[kind];
+    if (counter == nullptr) {
+      counter = &impl_->rebalances->Add({{"namespace", ns}, {"job", job}, {"reason", kind}});
+    }
+    counter->Increment(new_changes);
+  }
+}
+
+void OperatorMetrics::RemoveJob(const std::string& ns, const std::string& job) {
+  std::lock_guard lock(impl_->mutex);
+  const auto found = impl_->jobs.find({ns, job});
+  if (found == impl_->jobs.end()) return;
+  const JobSeries& series = found->second;
+  for (std::size_t i = 0; i < kJobGauges.size(); ++i) {
+    impl_->job_families[i]->Remove(series.gauges[i]);
+  }
+  for (const auto& [pod, worker] : series.workers) impl_->RemoveWorker(worker);
+  for (const auto& [kind, counter] : series.rebalances) impl_->rebalances->Remove(counter);
+  impl_->jobs.erase(found);
+}
+
+std::string OperatorMetrics::Serialize() const {
+  return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
+}
+
+}  // namespace fulcrum::operator_main

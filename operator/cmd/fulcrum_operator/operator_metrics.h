@@ -1,0 +1,63 @@
+// fulcrum-operator's Prometheus metrics: the controller's own health (reconcile time and
+// errors, work queue), jobs by phase, rebalances by kind, and per job and per worker the
+// coordinator's view of throughput and batches. Series of workers that left and of deleted jobs
+// are removed, so a long-running operator does not export stale or ever-growing series.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "operator/coordinator/job_session_snapshot.h"
+
+namespace prometheus {
+class Registry;
+}  // namespace prometheus
+
+namespace fulcrum::operator_main {
+
+// A small fixed label value for the coordinator's free-text plan reason, so the rebalances
+// counter does not get one series per distinct message: "initial", "membership", "memory",
+// "global_batch", "speed", "refinement" or "other". A reason made of several joined with "; "
+// takes the first kind, in that order of precedence: membership, memory, global_batch, speed,
+// refinement, initial.
+std::string RebalanceReasonKind(std::string_view reason);
+
+// Every method is thread-safe.
+class OperatorMetrics {
+ public:
+  OperatorMetrics();
+  ~OperatorMetrics();
+  OperatorMetrics(const OperatorMetrics&) = delete;
+  OperatorMetrics& operator=(const OperatorMetrics&) = delete;
+
+  // For an exposer other than Serialize's text.
+  std::shared_ptr<prometheus::Registry> registry() const;
+
+  void ObserveReconcile(double seconds, bool error);
+  void SetQueueDepth(std::size_t depth);
+  // How long a key waited in the work queue before a worker took it.
+  void ObserveQueueLatency(double seconds);
+
+  // Jobs by phase. A phase set before and missing now goes to 0; the known phases (Pending,
+  // Running, Rebalancing, Suspended, Succeeded, Failed) are always exported.
+  void SetJobsByPhase(const std::map<std::string, int>& counts);
+
+  // The job's and its ranked workers' gauges from the coordinator's snapshot; removes the series
+  // of pods that are no longer ranked members; counts the rebalances since the last update.
+  void UpdateJob(const std::string& ns, const std::string& job,
+                 const fulcrum::coordinator::JobSessionSnapshot& snapshot);
+  // Removes every series of the job (its gauges, its workers', its rebalance counters).
+  void RemoveJob(const std::string& ns, const std::string& job);
+
+  // The Prometheus text exposition format (version 0.0.4) of every metric.
+  std::string Serialize() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fulcrum::operator_main
