@@ -96,10 +96,7 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
     remove_active(RemovalReason::kFinished);
     return decisions;
   }
-  if (decisions.succeeded) {
-    remove_active(RemovalReason::kFinished);
-    return decisions;
-  }
+  if (decisions.succeeded) return decisions;  // the others finish the same last step and exit
   if (spec.suspend) {
     // Running trainers stop themselves after a checkpoint (the reconciler's STOP); the rest
     // have nothing to save.

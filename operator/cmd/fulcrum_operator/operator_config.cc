@@ -69,16 +69,18 @@ Apply DurationOf(Field field) {  // field(config) -> std::chrono::milliseconds&
   };
 }
 
-// host:port with a port in 1..65535 (host may be empty: every interface).
-Status CheckListen(const std::string& value, const std::string& where) {
+// host:port with a port in 1..65535 (host may be empty: every interface); port 0 (any free
+// port, printed at start) where `any_port` allows it, for the listening addresses.
+Status CheckListen(const std::string& value, const std::string& where, bool any_port) {
   const auto colon = value.rfind(':');
   int port = 0;
   const char* begin = value.data() + (colon == std::string::npos ? 0 : colon + 1);
   const char* end = value.data() + value.size();
-  if (colon == std::string::npos || std::from_chars(begin, end, port).ptr != end || port < 1 ||
-      port > 65535) {
-    return InvalidArgument(where,
-                           "expected HOST:PORT with a port in 1..65535, got \"" + value + "\"");
+  const int lowest = any_port ? 0 : 1;
+  if (colon == std::string::npos || std::from_chars(begin, end, port).ptr != end ||
+      port < lowest || port > 65535) {
+    return InvalidArgument(where, "expected HOST:PORT with a port in " + std::to_string(lowest) +
+                                      "..65535, got \"" + value + "\"");
   }
   return Ok();
 }
@@ -193,7 +195,8 @@ Status Validate(const OperatorConfig& config, const std::map<std::string, std::s
                                    {"coordinator.address", config.coordinator_address},
                                    {"health.listen", config.health_listen},
                                    {"metrics.listen", config.metrics_listen}}) {
-    if (Status status = CheckListen(value, name(key)); !status.ok()) return status;
+    const bool listening = std::string_view(key) != "coordinator.address";
+    if (Status status = CheckListen(value, name(key), listening); !status.ok()) return status;
   }
   const LeaderElectionSettings& election = config.leader_election;
   if (election.enabled) {

@@ -149,8 +149,7 @@ TEST(WorkerPlan, ATrainerThatFinishedSucceedsTheJob) {
       DecideWorkers(Spec(1, 2), World({Pod(0, "Succeeded"), Pod(1, "Running")}, 3));
   EXPECT_TRUE(decisions.succeeded);
   EXPECT_TRUE(decisions.create.empty());
-  EXPECT_EQ(Removed(decisions, RemovalReason::kFinished),
-            std::vector<std::string>{"mixed-worker-1"});
+  EXPECT_TRUE(decisions.remove.empty()) << "the others finish the last step too; their pods stay";
 }
 
 TEST(WorkerPlan, SuspensionCreatesNothingRemovesIdlePodsAndLeavesRunningOnesToStop) {

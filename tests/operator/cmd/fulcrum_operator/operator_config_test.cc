@@ -52,6 +52,10 @@ TEST(OperatorConfig, FlagsErrorsNameTheFlag) {
             "--leader-elect");
   EXPECT_EQ(ParseOperatorConfig(With({"--metrics-listen", "8080"}), "h").error().field,
             "--metrics-listen / metrics.listen");
+  // Port 0 (any free port) is for listening, not for the address trainers dial.
+  EXPECT_TRUE(ParseOperatorConfig(With({"--health-listen", "127.0.0.1:0"}), "h").ok());
+  EXPECT_EQ(ParseOperatorConfig({"--coordinator-address", "h:0"}, "h").error().field,
+            "--coordinator-address / coordinator.address");
   EXPECT_EQ(ParseOperatorConfig(With({"--no-such-flag", "1"}), "h").error().code,
             ErrorCode::kInvalidArgument);
   // A renew deadline at or above the lease could let two operators lead at once.

@@ -1,0 +1,189 @@
+// fulcrum-operator: the HeteroTrainingJob controller and the coordinator's gRPC service in one
+// process. Every replica keeps its caches warm and serves /healthz, /readyz and /metrics; only
+// the Lease holder reconciles and coordinates. A replica that loses the lease exits (as
+// controller-runtime's managers do), so a restarted one starts clean, and trainers reconnect
+// to the new leader through the operator's Service.
+// Exit codes: 0 after SIGTERM/SIGINT, 2 invalid settings, 1 a start-up failure or a lost lease.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include "common/log.h"
+#include "operator/cmd/fulcrum_operator/http_endpoints.h"
+#include "operator/cmd/fulcrum_operator/operator_config.h"
+#include "operator/cmd/fulcrum_operator/operator_metrics.h"
+#include "operator/controller/job_controller.h"
+#include "operator/coordinator/coordinator_service.h"
+#include "operator/kube/config/kubeconfig.h"
+#include "operator/kube/events/event_recorder.h"
+#include "operator/kube/leaderelection/leader_elector.h"
+#include "operator/kube/rest/rest_client.h"
+
+namespace {
+
+using namespace fulcrum;
+constexpr const char* kComponent = "operator";
+constexpr int kInvalidInput = 2;
+constexpr int kStartFailure = 1;
+constexpr auto kPhaseMetricsPeriod = std::chrono::seconds(2);
+
+int Fail(int code, const Error& error) {
+  std::cerr << "fulcrum-operator: error: "
+            << (error.field.empty() ? error.message : error.field + ": " + error.message) << "\n";
+  return code;
+}
+
+std::string HostName() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("fulcrum-operator");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  Result<operator_main::OperatorConfig> config = operator_main::ParseOperatorConfig(args, HostName());
+  if (!config.ok()) {
+    if (config.error().code == ErrorCode::kFailedPrecondition) {  // --help
+      std::cout << config.error().message;
+      return 0;
+    }
+    return Fail(kInvalidInput, config.error());
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: sigwait below
+
+  Result<kube::ClusterConfig> cluster =
+      kube::LoadDefaultConfig(config->kubeconfig, "", kube::ProcessEnvironment());
+  if (!cluster.ok()) return Fail(kInvalidInput, Error{cluster.error().code, cluster.error().message, "kubeconfig"});
+  auto rest = kube::RestClient::Create(*cluster);
+  if (!rest.ok()) return Fail(kInvalidInput, Error{rest.error().code, rest.error().message, "kubeconfig"});
+  auto client = std::make_shared<kube::ApiClient>(std::shared_ptr<kube::RestClient>(std::move(rest).value()));
+
+  operator_main::OperatorMetrics metrics;
+  auto server = coordinator::CoordinatorServer::Start(config->coordinator_listen);
+  if (!server.ok()) {
+    return Fail(kStartFailure, Error{server.error().code, server.error().message, "coordinator.listen"});
+  }
+  kube::EventRecorderOptions event_options;
+  event_options.reporting_instance = config->leader_election.identity;
+  kube::EventRecorder events(client, event_options);
+
+  controller::JobControllerOptions options;
+  options.watch_namespace = config->watch_namespace;
+  options.workers = config->workers;
+  options.tolerated_taint_keys = config->tolerated_taint_keys;
+  options.reconciler.default_image = config->trainer_image;
+  options.reconciler.coordinator_address = config->coordinator_address;
+  options.reconciler.keys = config->gpu_labels;
+  options.reconciler.status_min_interval = config->status_min_interval;
+  controller::JobObserver job_observer{
+      .updated = [&metrics](const std::string& ns, const std::string& name, const std::string&,
+                            const coordinator::JobSessionSnapshot& training) {
+        metrics.UpdateJob(ns, name, training);
+      },
+      .removed = [&metrics](const std::string& ns,
+                            const std::string& name) { metrics.RemoveJob(ns, name); },
+  };
+  controller::ControllerObserver observer{
+      .reconciled = [&metrics](double seconds, bool error) {
+        metrics.ObserveReconcile(seconds, error);
+      },
+      .dequeued =
+          [&metrics](std::size_t depth, double waited) {
+            metrics.SetQueueDepth(depth);
+            metrics.ObserveQueueLatency(waited);
+          },
+  };
+  controller::JobController controller(client, (*server)->service(), &events, options,
+                                       job_observer, observer);
+
+  std::atomic<bool> leading{!config->leader_election.enabled};
+  operator_main::Probes probes{
+      .healthy = [] { return Ok(); },
+      // Ready once the caches are warm: a replica that may become leader can act at once.
+      .ready = [&controller]() -> Status {
+        if (!controller.HasSynced()) {
+          return MakeError(ErrorCode::kUnavailable, "informer caches have not synced yet");
+        }
+        return Ok();
+      },
+  };
+  auto metrics_text = [&metrics] { return metrics.Serialize(); };
+  auto health = operator_main::HttpEndpoints::Start(config->health_listen, probes, {}, "health.listen");
+  if (!health.ok()) return Fail(kStartFailure, health.error());
+  auto metrics_server =
+      operator_main::HttpEndpoints::Start(config->metrics_listen, {}, metrics_text, "metrics.listen");
+  if (!metrics_server.ok()) return Fail(kStartFailure, metrics_server.error());
+  log::Info(kComponent, "", "started",
+            {{"identity", config->leader_election.identity},
+             {"coordinator_port", (*server)->port()},
+             {"coordinator_address", config->coordinator_address},
+             {"health_port", (*health)->port()},
+             {"metrics_port", (*metrics_server)->port()},
+             {"leader_election", config->leader_election.enabled}});
+
+  controller.Start();
+  std::jthread phase_metrics([&](std::stop_token stop) {
+    std::mutex mutex;
+    std::condition_variable_any wake;
+    std::unique_lock lock(mutex);
+    while (!stop.stop_requested()) {
+      metrics.SetJobsByPhase(controller.JobsByPhase());
+      wake.wait_for(lock, stop, kPhaseMetricsPeriod, [] { return false; });
+    }
+  });
+
+  std::atomic<bool> lost_lease{false};
+  std::atomic<bool> stopping{false};
+  std::jthread reconciling;
+  std::unique_ptr<kube::LeaderElector> elector;
+  if (config->leader_election.enabled) {
+    const operator_main::LeaderElectionSettings& settings = config->leader_election;
+    kube::LeaderElectionConfig election;
+    election.lease_namespace = settings.lease_namespace;
+    election.lease_name = settings.lease_name;
+    election.identity = settings.identity;
+    election.lease_duration = settings.lease_duration;
+    election.renew_deadline = settings.renew_deadline;
+    election.retry_period = settings.retry_period;
+    election.on_started_leading = [&](std::stop_token stop) {
+      leading = true;
+      log::Info(kComponent, "", "leading: reconciling and coordinating");
+      controller.Run(stop);
+    };
+    election.on_stopped_leading = [&] {
+      if (!leading.exchange(false) || stopping) return;
+      lost_lease = true;
+      log::Error(kComponent, "", "lost the lease: exiting so that a fresh start rejoins");
+      kill(getpid(), SIGTERM);
+    };
+    election.on_new_leader = [&](const std::string& identity) {
+      log::Info(kComponent, "", "leader observed", {{"leader", identity}});
+    };
+    auto created = kube::LeaderElector::Create(client, std::move(election));
+    if (!created.ok()) return Fail(kInvalidInput, created.error());
+    elector = std::move(*created);
+    reconciling = std::jthread([&](std::stop_token stop) { elector->Run(stop); });
+  } else {
+    reconciling = std::jthread([&](std::stop_token stop) { controller.Run(stop); });
+  }
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  log::Info(kComponent, "", "shutting down", {{"signal", signal_number}, {"lost_lease", lost_lease.load()}});
+  stopping = true;
+  reconciling.request_stop();
+  reconciling = {};
+  phase_metrics = {};
+  events.Flush();
+  (*server)->Shutdown();
+  return lost_lease ? kStartFailure : 0;
+}

@@ -1,0 +1,174 @@
+#include "operator/controller/job_controller.h"
+
+#include <thread>
+
+#include "common/log.h"
+
+namespace fulcrum::controller {
+namespace {
+
+constexpr const char* kComponent = "controller";
+
+kube::InformerOptions Watching(const std::string& ns, const std::string& label_selector = {}) {
+  kube::InformerOptions options;
+  options.ns = ns;
+  options.reflector.label_selector = label_selector;
+  return options;
+}
+
+std::string ManagedBySelector() { return std::string(kManagedByLabel) + "=" + kManagedByValue; }
+
+}  // namespace
+
+JobController::JobController(std::shared_ptr<kube::ApiClient> client,
+                             coordinator::CoordinatorService& coordinator,
+                             kube::EventRecorder* events, JobControllerOptions options,
+                             JobObserver job_observer, ControllerObserver observer)
+    : client_(client),
+      options_(std::move(options)),
+      observer_(std::move(observer)),
+      inventory_(options_.reconciler.keys, options_.tolerated_taint_keys),
+      jobs_(client, HeteroTrainingJobs(), Watching(options_.watch_namespace)),
+      // Only what the operator made: least privilege in what it caches, and small caches.
+      pods_(client, kube::resources::Pods(), Watching("", ManagedBySelector())),
+      secrets_(client, kube::resources::Secrets(),
+               Watching(options_.watch_namespace, ManagedBySelector())),
+      services_(client, kube::resources::Services(),
+                Watching(options_.watch_namespace, ManagedBySelector())),
+      nodes_(client, kube::resources::Nodes(), Watching("")),
+      reconciler_(client, {&jobs_.store(), &pods_.store(), &secrets_.store(), &services_.store()},
+                  inventory_, coordinator, events, options_.reconciler,
+                  std::move(job_observer)) {
+  // Pods of every namespace count against node capacity; the job's own are found by owner.
+  (void)pods_.AddIndex(kube::indexes::kOwnerUid, kube::indexes::ByOwnerUid());
+  jobs_.AddEventHandler({
+      .on_add = [this](const kube::CachedObject& job) { Enqueue(job.key()); },
+      .on_update = [this](const kube::CachedObject&,
+                          const kube::CachedObject& job) { Enqueue(job.key()); },
+      .on_delete = [this](const kube::CachedObject& job) { Enqueue(job.key()); },
+  });
+  const kube::ResourceEventHandler to_owner = {
+      .on_add = [this](const kube::CachedObject& object) { EnqueueOwner(object); },
+      .on_update = [this](const kube::CachedObject&,
+                          const kube::CachedObject& object) { EnqueueOwner(object); },
+      .on_delete = [this](const kube::CachedObject& object) { EnqueueOwner(object); },
+  };
+  pods_.AddEventHandler(to_owner);
+  secrets_.AddEventHandler(to_owner);
+  services_.AddEventHandler(to_owner);
+  // A node's change can free or take capacity, or lose a worker: every job looks again.
+  FeedInventory(nodes_, inventory_, [this](const std::string&) { EnqueueAll(); });
+  coordinator.SetNodeProductLookup([this](const std::string& node) {
+    const std::optional<GpuNode> known = inventory_.Get(node);
+    return known ? known->product : std::string();
+  });
+}
+
+JobController::~JobController() {
+  queue_.ShutDown();
+  nodes_.Stop();
+  services_.Stop();
+  secrets_.Stop();
+  pods_.Stop();
+  jobs_.Stop();
+}
+
+void JobController::Start() {
+  nodes_.Start();
+  pods_.Start();
+  secrets_.Start();
+  services_.Start();
+  jobs_.Start();
+}
+
+bool JobController::HasSynced() const {
+  return nodes_.HasSynced() && pods_.HasSynced() && secrets_.HasSynced() &&
+         services_.HasSynced() && jobs_.HasSynced();
+}
+
+bool JobController::WaitForSync(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const kube::Informer* informer : {&nodes_, &pods_, &secrets_, &services_, &jobs_}) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || !informer->WaitForSync(left)) return false;
+  }
+  return true;
+}
+
+void JobController::Enqueue(const std::string& key) {
+  {
+    std::lock_guard lock(enqueued_mutex_);
+    enqueued_at_.try_emplace(key, std::chrono::steady_clock::now());
+  }
+  queue_.Add(key);
+}
+
+void JobController::EnqueueOwner(const kube::CachedObject& object) {
+  for (const auto& [key, value] : object.labels()) {
+    if (key == kJobLabel) Enqueue(std::string(object.ns()) + "/" + value);
+  }
+}
+
+void JobController::EnqueueAll() {
+  for (const std::string& key : jobs_.store().Keys()) Enqueue(key);
+}
+
+void JobController::Run(std::stop_token stop) {
+  if (!WaitForSync(std::chrono::minutes(5))) {
+    log::Error(kComponent, "", "caches did not sync in 5 minutes; not reconciling");
+    return;
+  }
+  log::Info(kComponent, "", "reconciling", {{"jobs", jobs_.store().size()},
+                                            {"workers", options_.workers}});
+  EnqueueAll();
+  std::vector<std::jthread> workers;
+  for (int i = 0; i < options_.workers; ++i) workers.emplace_back([this] { Work(); });
+  std::mutex mutex;
+  std::condition_variable_any stopped;
+  std::unique_lock lock(mutex);
+  stopped.wait(lock, stop, [] { return false; });
+  queue_.ShutDownWithDrain();
+}
+
+void JobController::Work() {
+  while (std::optional<std::string> key = queue_.Get()) {
+    double waited = 0.0;
+    {
+      std::lock_guard lock(enqueued_mutex_);
+      if (auto it = enqueued_at_.find(*key); it != enqueued_at_.end()) {
+        waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second).count();
+        enqueued_at_.erase(it);
+      }
+    }
+    if (observer_.dequeued) observer_.dequeued(queue_.Len(), waited);
+    const auto started = std::chrono::steady_clock::now();
+    Result<ReconcileResult> result = reconciler_.Reconcile(*key);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (observer_.reconciled) observer_.reconciled(seconds, !result.ok());
+    if (!result.ok()) {
+      log::Warn(kComponent, *key, "reconcile failed; retrying with back-off",
+                {{"error", result.error().ToString()}, {"retries", queue_.NumRequeues(*key)}});
+      queue_.AddRateLimited(*key);
+    } else {
+      queue_.Forget(*key);
+      if (result->requeue_after) {
+        queue_.AddAfter(*key, std::chrono::duration_cast<kube::Clock::Duration>(*result->requeue_after));
+      }
+    }
+    queue_.Done(*key);
+  }
+}
+
+std::map<std::string, int> JobController::JobsByPhase() const {
+  std::map<std::string, int> phases;
+  for (const kube::CachedObject& job : jobs_.store().List()) {
+    const nlohmann::json object = job.ToJson();
+    std::string phase = object.value("status", nlohmann::json::object()).value("phase", "");
+    ++phases[phase.empty() ? "Pending" : phase];
+  }
+  return phases;
+}
+
+}  // namespace fulcrum::controller
