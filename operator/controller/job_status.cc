@@ -121,6 +121,7 @@ nlohmann::json BuildJobStatus(const JobState& state,
   }
   if (training.last_rebalance.apply_at_step >= 0) {
     status["lastRebalance"] = {{"time", Rfc3339(training.last_rebalance.unix_seconds)},
+                               {"step", training.last_rebalance.apply_at_step},
                                {"reason", training.last_rebalance.reason},
                                {"predictedGain", training.last_rebalance.predicted_gain}};
   } else if (previous.is_object() && previous.contains("lastRebalance")) {

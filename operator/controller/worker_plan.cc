@@ -61,6 +61,14 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
       }
       continue;
     }
+    // A lost node ends its pods however they look: a worker killed with its node is not a
+    // failure of the job (it does not count against backoffLimit).
+    const auto health = world.nodes.find(pod.node);
+    if (!pod.node.empty() && health != world.nodes.end() && health->second != NodeHealth::kReady) {
+      decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kNodeLost,
+                                  /*force=*/health->second == NodeHealth::kGone});
+      continue;
+    }
     if (pod.phase == "Failed") {
       if (!Recorded(world.failures, pod.uid)) {
         decisions.new_failures.push_back(
@@ -68,12 +76,6 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
              Rfc3339(world.now)});
       }
       decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kFailed});
-      continue;
-    }
-    const auto health = world.nodes.find(pod.node);
-    if (!pod.node.empty() && health != world.nodes.end() && health->second != NodeHealth::kReady) {
-      decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kNodeLost,
-                                  /*force=*/health->second == NodeHealth::kGone});
       continue;
     }
     active.push_back(&pod);

@@ -330,8 +330,18 @@ void CoordinatorService::TickLoop(std::stop_token stop) {
 
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const std::string& listen_address) {
+  auto service = std::make_unique<CoordinatorService>();
+  auto server = Start(listen_address, *service);
+  if (server.ok()) (*server)->owned_service_ = std::move(service);
+  return server;
+}
+
+Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const std::string& listen_address, CoordinatorService& service) {
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  server->service_ = &service;
   grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &server->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -343,7 +353,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  builder.RegisterService(&server->service_);
+  builder.RegisterService(server->service_);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || server->port_ == 0) {
     return InvalidArgument("listen", "cannot listen on \"" + listen_address +

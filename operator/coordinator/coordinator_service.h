@@ -75,19 +75,26 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
 };
 
 // A running gRPC server with the service on `listen_address` ("127.0.0.1:0" picks a port).
+// The port is not shared (no SO_REUSEPORT): a second process cannot serve it at the same time.
 class CoordinatorServer {
  public:
+  // With a service of its own.
   static Result<std::unique_ptr<CoordinatorServer>> Start(const std::string& listen_address);
+  // Serving `service`, which must outlive the server (the operator keeps its jobs across the
+  // times it leads and serves).
+  static Result<std::unique_ptr<CoordinatorServer>> Start(const std::string& listen_address,
+                                                          CoordinatorService& service);
   ~CoordinatorServer();
 
   int port() const { return port_; }
-  CoordinatorService& service() { return service_; }
+  CoordinatorService& service() { return *service_; }
   void Wait() { server_->Wait(); }
   void Shutdown();
 
  private:
   CoordinatorServer() = default;
-  CoordinatorService service_;
+  std::unique_ptr<CoordinatorService> owned_service_;
+  CoordinatorService* service_ = nullptr;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -68,10 +68,8 @@ int main(int argc, char** argv) {
   auto client = std::make_shared<kube::ApiClient>(std::shared_ptr<kube::RestClient>(std::move(rest).value()));
 
   operator_main::OperatorMetrics metrics;
-  auto server = coordinator::CoordinatorServer::Start(config->coordinator_listen);
-  if (!server.ok()) {
-    return Fail(kStartFailure, Error{server.error().code, server.error().message, "coordinator.listen"});
-  }
+  // Jobs live here across leadership; the gRPC server serves them only while leading.
+  coordinator::CoordinatorService coordinator;
   kube::EventRecorderOptions event_options;
   event_options.reporting_instance = config->leader_election.identity;
   kube::EventRecorder events(client, event_options);
@@ -102,8 +100,33 @@ int main(int argc, char** argv) {
             metrics.ObserveQueueLatency(waited);
           },
   };
-  controller::JobController controller(client, (*server)->service(), &events, options,
-                                       job_observer, observer);
+  controller::JobController controller(client, coordinator, &events, options, job_observer,
+                                       observer);
+
+  // The leader's work: serve the coordinator on its address (retrying while a previous
+  // leader's process still holds the port) and reconcile, until leadership or the process ends.
+  auto lead = [&](std::stop_token stop) {
+    std::unique_ptr<coordinator::CoordinatorServer> server;
+    std::mutex mutex;
+    std::condition_variable_any wake;
+    while (!stop.stop_requested()) {
+      auto started = coordinator::CoordinatorServer::Start(config->coordinator_listen, coordinator);
+      if (started.ok()) {
+        server = std::move(*started);
+        break;
+      }
+      log::Warn(kComponent, "", "cannot serve the coordinator yet; retrying",
+                {{"coordinator_listen", config->coordinator_listen},
+                 {"error", started.error().ToString()}});
+      std::unique_lock lock(mutex);
+      wake.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
+    }
+    if (!server) return;
+    log::Info(kComponent, "", "leading: coordinating and reconciling",
+              {{"coordinator_port", server->port()}});
+    controller.Run(stop);
+    server->Shutdown();
+  };
 
   std::atomic<bool> leading{!config->leader_election.enabled};
   operator_main::Probes probes{
@@ -124,7 +147,7 @@ int main(int argc, char** argv) {
   if (!metrics_server.ok()) return Fail(kStartFailure, metrics_server.error());
   log::Info(kComponent, "", "started",
             {{"identity", config->leader_election.identity},
-             {"coordinator_port", (*server)->port()},
+             {"coordinator_listen", config->coordinator_listen},
              {"coordinator_address", config->coordinator_address},
              {"health_port", (*health)->port()},
              {"metrics_port", (*metrics_server)->port()},
@@ -156,8 +179,7 @@ int main(int argc, char** argv) {
     election.retry_period = settings.retry_period;
     election.on_started_leading = [&](std::stop_token stop) {
       leading = true;
-      log::Info(kComponent, "", "leading: reconciling and coordinating");
-      controller.Run(stop);
+      lead(stop);
     };
     election.on_stopped_leading = [&] {
       if (!leading.exchange(false) || stopping) return;
@@ -173,7 +195,7 @@ int main(int argc, char** argv) {
     elector = std::move(*created);
     reconciling = std::jthread([&](std::stop_token stop) { elector->Run(stop); });
   } else {
-    reconciling = std::jthread([&](std::stop_token stop) { controller.Run(stop); });
+    reconciling = std::jthread([&](std::stop_token stop) { lead(stop); });
   }
 
   int signal_number = 0;
@@ -184,6 +206,5 @@ int main(int argc, char** argv) {
   reconciling = {};
   phase_metrics = {};
   events.Flush();
-  (*server)->Shutdown();
   return lost_lease ? kStartFailure : 0;
 }

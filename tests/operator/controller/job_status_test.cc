@@ -114,6 +114,7 @@ TEST(JobStatus, StepNeverGoesBackAndTheLastRebalanceSurvivesAFreshCoordinator) {
   JobState state;
   const nlohmann::json before = BuildJobStatus(state, Training(), {}, "2026-01-01T00:00:00Z");
   EXPECT_EQ(before["lastRebalance"]["predictedGain"], 0.2);
+  EXPECT_EQ(before["lastRebalance"]["step"], 30);
   const coordinator::JobSessionSnapshot restarted;  // the operator restarted: nothing known yet
   const nlohmann::json after = BuildJobStatus(state, restarted, before, "2026-01-01T00:01:00Z");
   EXPECT_EQ(after["step"], 42);

@@ -131,7 +131,7 @@ TEST(WorkerPlan, MoreFailuresThanTheBackoffLimitFailTheJobAndStopTheRest) {
 
 TEST(WorkerPlan, WorkersOnLostNodesAreRemovedForcedOnlyWhenTheNodeIsGone) {
   WorkerWorld world =
-      World({Pod(0, "Running", "a100"), Pod(1, "Running", "v100"), Pod(2, "Running", "t4")}, 0);
+      World({Pod(0, "Running", "a100"), Pod(1, "Failed", "v100"), Pod(2, "Running", "t4")}, 0);
   world.nodes = {{"a100", NodeHealth::kReady},
                  {"v100", NodeHealth::kGone},
                  {"t4", NodeHealth::kNotReady}};
@@ -141,7 +141,8 @@ TEST(WorkerPlan, WorkersOnLostNodesAreRemovedForcedOnlyWhenTheNodeIsGone) {
     EXPECT_EQ(removal.reason, RemovalReason::kNodeLost);
     EXPECT_EQ(removal.force, removal.pod == "mixed-worker-1") << removal.pod;
   }
-  EXPECT_TRUE(decisions.new_failures.empty()) << "a lost node is not the job's failure";
+  EXPECT_TRUE(decisions.new_failures.empty())
+      << "a worker killed with its node is not the job's failure";
 }
 
 TEST(WorkerPlan, ATrainerThatFinishedSucceedsTheJob) {

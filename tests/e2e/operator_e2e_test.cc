@@ -1,0 +1,386 @@
+// fulcrum-operator end to end: a real control plane, fulcrum-local-node's emulated A100, V100
+// and T4 nodes (EMULATED: CPU trainers slowed 1x, 2x and 4x, tests/cluster/nodes/local-mixed.yaml),
+// real fulcrum-trainer processes, and the operator as its own process, driven with kubectl as
+// a user would. Tests run in order and share the three nodes; each deletes its job at the end.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "tests/support/child_process.h"
+#include "tests/support/polling.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temporary_directory.h"
+#include "tests/support/test_cluster.h"
+
+namespace fulcrum::e2e {
+namespace {
+
+using fulcrum::testing::ChildProcess;
+using fulcrum::testing::Cluster;
+using fulcrum::testing::CommandResult;
+using fulcrum::testing::FreeLoopbackPort;
+using fulcrum::testing::RunShell;
+using fulcrum::testing::ShellQuote;
+using fulcrum::testing::SourcePath;
+using fulcrum::testing::WaitUntil;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const std::map<std::string, std::string> kNodeProducts = {
+    {"a100-local-0", "A100-SXM4-40GB"}, {"v100-local-0", "V100-SXM2-16GB"}, {"t4-local-0", "Tesla-T4"}};
+
+// One fulcrum-operator process; the same ports across restarts, as a Deployment's pod keeps
+// its Service address.
+class OperatorProcess {
+ public:
+  OperatorProcess(std::string identity, int coordinator_port, std::string log_path)
+      : identity_(std::move(identity)),
+        coordinator_port_(coordinator_port),
+        metrics_port_(FreeLoopbackPort()),
+        log_path_(std::move(log_path)) {
+    Start();
+  }
+  void Start() {
+    const std::string coordinator = "127.0.0.1:" + std::to_string(coordinator_port_);
+    process_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{FULCRUM_OPERATOR_BINARY,
+                                 "--kubeconfig", Cluster().kubeconfig(),
+                                 "--coordinator-listen", coordinator,
+                                 "--coordinator-address", coordinator,
+                                 "--health-listen", "127.0.0.1:0",
+                                 "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port_),
+                                 "--leader-elect-identity", identity_,
+                                 "--leader-elect-lease-duration", "6s",
+                                 "--leader-elect-renew-deadline", "4s",
+                                 "--leader-elect-retry-period", "1s",
+                                 "--status-min-interval", "1s"},
+        log_path_ + "." + std::to_string(++starts_));
+  }
+  void Kill() {
+    process_->Signal(SIGKILL);
+    process_->Wait(10s);
+  }
+  std::string Metrics() const {
+    return RunShell("curl -fsS http://127.0.0.1:" + std::to_string(metrics_port_) + "/metrics")
+        .output;
+  }
+  const std::string& identity() const { return identity_; }
+
+ private:
+  std::string identity_;
+  int coordinator_port_;
+  int metrics_port_;
+  std::string log_path_;
+  int starts_ = 0;
+  std::unique_ptr<ChildProcess> process_;
+};
+
+class OperatorE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_EQ(Cluster().Kubectl("apply -f " + SourcePath("crds/fulcrum.dev_heterotrainingjobs.yaml")).exit_code, 0);
+    ASSERT_EQ(Cluster().Kubectl("wait --for condition=established --timeout=60s crd/heterotrainingjobs.fulcrum.dev").exit_code, 0);
+    Cluster().Kubectl("create namespace fulcrum-system");
+    coordinator_port_ = FreeLoopbackPort();
+    operator_ = std::make_unique<OperatorProcess>("operator-a", coordinator_port_,
+                                                  Cluster().dir + "/logs/operator-a.log");
+  }
+  static void TearDownTestSuite() { operator_.reset(); }
+
+  void SetUp() override {
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ns_ = "e2e-";
+    for (char c : name) ns_ += static_cast<char>(std::tolower(c));
+    ns_ = ns_.substr(0, 50);
+    ASSERT_EQ(Cluster().Kubectl("create namespace " + ns_).exit_code, 0);
+    checkpoints_ = std::make_unique<fulcrum::testing::TemporaryDirectory>("fulcrum-e2e-checkpoints");
+  }
+  void TearDown() override {
+    Kubectl("delete htj --all --wait=true --timeout=120s");
+    WaitUntil([&] { return Pods().empty(); }, 120s);
+    Cluster().Kubectl("delete namespace " + ns_ + " --wait=false");
+  }
+
+  CommandResult Kubectl(const std::string& arguments) const {
+    return Cluster().Kubectl("-n " + ns_ + " " + arguments);
+  }
+  json GetJson(const std::string& what) const {
+    const CommandResult got = Kubectl("get " + what + " -o json");
+    if (got.exit_code != 0) return json();
+    return json::parse(got.output, nullptr, false);
+  }
+  // The example manifest, in this test's namespace, checkpointing to a fresh folder.
+  json Example(const std::string& file) const {
+    const CommandResult read =
+        Cluster().Kubectl("create --dry-run=client -o json -f " + SourcePath("crds/examples/" + file));
+    EXPECT_EQ(read.exit_code, 0) << read.output;
+    json job = json::parse(read.output);
+    job["metadata"]["namespace"] = ns_;
+    if (job["spec"].contains("checkpoint")) {
+      job["spec"]["checkpoint"]["path"] = (checkpoints_->path() / job["metadata"]["name"].get<std::string>()).string();
+    }
+    return job;
+  }
+  void Apply(const json& object) const {
+    const std::string file = (checkpoints_->path() / "apply.json").string();
+    std::ofstream(file) << object.dump();
+    const CommandResult applied = Kubectl("apply -f " + ShellQuote(file));
+    ASSERT_EQ(applied.exit_code, 0) << applied.output;
+  }
+  json Status(const std::string& job) const { return GetJson("htj " + job).value("status", json::object()); }
+  // The job's pods that are not being deleted, by name.
+  std::map<std::string, json> Pods() const {
+    std::map<std::string, json> pods;
+    const json list = GetJson("pods");
+    for (const json& pod : list.value("items", json::array())) {
+      if (pod["metadata"].contains("deletionTimestamp")) continue;
+      pods[pod["metadata"]["name"]] = pod;
+    }
+    return pods;
+  }
+  // uid and restart count of every running pod.
+  std::map<std::string, std::pair<std::string, int>> Identities() const {
+    std::map<std::string, std::pair<std::string, int>> identities;
+    for (const auto& [name, pod] : Pods()) {
+      int restarts = 0;
+      for (const json& container : pod["status"].value("containerStatuses", json::array())) {
+        restarts += container.value("restartCount", 0);
+      }
+      identities[name] = {pod["metadata"]["uid"], restarts};
+    }
+    return identities;
+  }
+  bool WaitForPhase(const std::string& job, const std::string& phase, std::chrono::seconds timeout,
+                    int workers = -1) const {
+    return WaitUntil(
+        [&] {
+          const json status = Status(job);
+          return status.value("phase", "") == phase &&
+                 (workers < 0 || status.value("readyWorkers", 0) == workers);
+        },
+        timeout);
+  }
+  int64_t Step(const std::string& job) const { return Status(job).value("step", int64_t{0}); }
+  std::set<std::string> EventReasons() const {
+    std::set<std::string> reasons;
+    const json events = GetJson("events");
+    for (const json& event : events.value("items", json::array())) reasons.insert(event.value("reason", ""));
+    return reasons;
+  }
+  std::string Describe(const std::string& job) const { return Kubectl("describe htj " + job).output; }
+
+  static inline std::unique_ptr<OperatorProcess> operator_;
+  static inline int coordinator_port_ = 0;
+  std::string ns_;
+  std::unique_ptr<fulcrum::testing::TemporaryDirectory> checkpoints_;
+};
+
+void Relabel(const std::string& node, const std::string& slowdown) {
+  ASSERT_EQ(Cluster().Kubectl("label node " + node + " fulcrum.dev/emulated-slowdown=" + slowdown + " --overwrite").exit_code, 0);
+}
+
+TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithoutRestarts) {
+  Apply(Example("mixed-gpus.yaml"));
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 3)) << Describe("mixed-gpus");
+  // Pods landed on the three products, one each.
+  std::set<std::string> nodes;
+  for (const auto& [name, pod] : Pods()) nodes.insert(pod["spec"].value("nodeName", ""));
+  EXPECT_EQ(nodes, (std::set<std::string>{"a100-local-0", "v100-local-0", "t4-local-0"}));
+  // Once measured, the local batches follow the (emulated) speeds: A100 > V100 > T4.
+  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") >= 60; }, 180s));
+  std::map<std::string, int> batch_by_product;
+  const json measured = Status("mixed-gpus");  // (a range-for over a temporary's member dangles)
+  for (const json& worker : measured["workers"]) {
+    EXPECT_EQ(worker["gpuProduct"], kNodeProducts.at(worker["node"])) << worker.dump();
+    batch_by_product[worker["gpuProduct"].get<std::string>()] = worker["localBatch"].get<int>();
+  }
+  EXPECT_GT(batch_by_product["A100-SXM4-40GB"], batch_by_product["V100-SXM2-16GB"]);
+  EXPECT_GT(batch_by_product["V100-SXM2-16GB"], batch_by_product["Tesla-T4"]);
+  // kubectl get shows the columns.
+  const std::string table = Kubectl("get htj").output;
+  for (const char* column : {"PHASE", "WORKERS", "STEP", "SAMPLES/S", "EFFICIENCY"}) {
+    EXPECT_NE(table.find(column), std::string::npos) << table;
+  }
+
+  // Slow the A100 node down 8x (emulated): within 20 steps a rebalance moves samples off it.
+  const auto before = Identities();
+  const int a100_batch = batch_by_product["A100-SXM4-40GB"];
+  const int64_t slowed_at = Step("mixed-gpus");
+  Relabel("a100-local-0", "8");
+  json rebalance;
+  const bool rebalanced = WaitUntil(
+      [&] {
+        const json status = Status("mixed-gpus");
+        rebalance = status.value("lastRebalance", json::object());
+        return rebalance.value("step", int64_t{-1}) > slowed_at &&
+               std::string(rebalance.value("reason", "")).find("predicted step time") == 0;
+      },
+      120s);
+  Relabel("a100-local-0", "1");
+  ASSERT_TRUE(rebalanced) << Describe("mixed-gpus");
+  std::printf("slowed at step %lld; rebalanced at step %lld: %s\n", static_cast<long long>(slowed_at),
+              static_cast<long long>(rebalance["step"].get<int64_t>()), rebalance.dump().c_str());
+  // Within 20 steps of the slowdown (the plan's apply lead is included in that).
+  EXPECT_LE(rebalance["step"].get<int64_t>(), slowed_at + 20 + 3);
+  EXPECT_GT(rebalance.value("predictedGain", 0.0), 0.05);
+  const json after_slowdown = Status("mixed-gpus");
+  for (const json& worker : after_slowdown["workers"]) {
+    if (worker["node"] == "a100-local-0") {
+      EXPECT_LT(worker["localBatch"].get<int>(), a100_batch);
+    }
+  }
+  EXPECT_TRUE(EventReasons().contains("Rebalanced"));
+  EXPECT_NE(Describe("mixed-gpus").find("Rebalanced"), std::string::npos);
+  const std::string metrics = operator_->Metrics();
+  EXPECT_NE(metrics.find("fulcrum_operator_rebalances_total{job=\"mixed-gpus\",namespace=\"" + ns_ +
+                         "\",reason=\"speed\"}"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("fulcrum_job_efficiency{job=\"mixed-gpus\""), std::string::npos);
+  EXPECT_EQ(Identities(), before) << "no pod was restarted or replaced";
+
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Succeeded", 600s)) << Describe("mixed-gpus");
+  EXPECT_EQ(Step("mixed-gpus"), 600);
+  EXPECT_TRUE(EventReasons().contains("Succeeded"));
+
+  // Deleting the job removes its pods, Service, Secret and coordinator state.
+  ASSERT_EQ(Kubectl("delete htj mixed-gpus --wait=true --timeout=120s").exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] { return Pods().empty(); }, 120s));
+  EXPECT_TRUE(WaitUntil([&] {
+    return GetJson("services").value("items", json::array()).empty() &&
+           GetJson("secrets -l app.kubernetes.io/managed-by=fulcrum-operator")
+               .value("items", json::array())
+               .empty();
+  }, 60s));
+  EXPECT_TRUE(WaitUntil([&] {
+    return operator_->Metrics().find("fulcrum_job_step{job=\"mixed-gpus\",namespace=\"" + ns_) ==
+           std::string::npos;
+  }, 30s)) << "the deleted job's series are gone";
+}
+
+// A job that keeps training for the tests that change it while it runs.
+json LongJob(json job) {
+  job["spec"]["training"]["steps"] = 100000;
+  job["spec"].erase("checkpoint");
+  return job;
+}
+
+TEST_F(OperatorE2E, GlobalBatchAndMaxReplicasEditsApplyLiveWithoutRestartingTheOthers) {
+  Apply(LongJob(Example("mixed-gpus.yaml")));
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 3)) << Describe("mixed-gpus");
+  const auto before = Identities();
+  ASSERT_EQ(before.size(), 3u);
+  const int64_t generation = Status("mixed-gpus")["membershipGeneration"];
+  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"globalBatchSize\":192}}'").exit_code, 0);
+  ASSERT_TRUE(WaitUntil([&] {
+    int sum = 0;
+    const json status = Status("mixed-gpus");
+    for (const json& worker : status["workers"]) sum += worker["localBatch"].get<int>();
+    return sum == 192;
+  }, 60s)) << Describe("mixed-gpus");
+  EXPECT_EQ(Status("mixed-gpus")["membershipGeneration"], generation) << "nobody re-formed";
+  EXPECT_EQ(Identities(), before);
+
+  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"replicas\":{\"max\":2}}}'").exit_code, 0);
+  ASSERT_TRUE(WaitUntil([&] { return Pods().size() == 2 && Status("mixed-gpus").value("readyWorkers", 0) == 2; }, 120s))
+      << Describe("mixed-gpus");
+  auto after = Identities();
+  for (const auto& [name, identity] : after) {
+    EXPECT_EQ(before.at(name), identity) << name << " kept running";
+  }
+  EXPECT_FALSE(after.contains("mixed-gpus-worker-2")) << "the highest worker was drained";
+  EXPECT_TRUE(EventReasons().contains("ScaledDown"));
+  const int64_t step = Step("mixed-gpus");
+  EXPECT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 10; }, 120s)) << "training goes on";
+}
+
+TEST_F(OperatorE2E, AKilledOperatorRestartsAndTheJobContinuesWithoutDuplicatePods) {
+  Apply(LongJob(Example("mixed-gpus.yaml")));
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 3)) << Describe("mixed-gpus");
+  const auto before = Identities();
+  const int64_t step = Step("mixed-gpus");
+  operator_->Kill();
+  std::this_thread::sleep_for(3s);
+  operator_->Start();  // takes the lease once the old one expires (6 s)
+  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 20; }, 180s)) << Describe("mixed-gpus");
+  EXPECT_TRUE(WaitForPhase("mixed-gpus", "Running", 60s, 3));
+  EXPECT_EQ(Identities(), before) << "the same pods, none added";
+}
+
+TEST_F(OperatorE2E, ADeletedNodesWorkerIsRemovedTrainingGoesOnAndARegisteredNodeGrowsTheJob) {
+  Apply(LongJob(Example("mixed-gpus.yaml")));
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 3)) << Describe("mixed-gpus");
+  const int64_t generation = Status("mixed-gpus")["membershipGeneration"];
+  std::string t4_pod;
+  for (const auto& [name, pod] : Pods()) {
+    if (pod["spec"]["nodeName"] == "t4-local-0") t4_pod = name;
+  }
+  ASSERT_FALSE(t4_pod.empty());
+  ASSERT_EQ(Cluster().Kubectl("delete node t4-local-0").exit_code, 0);
+  ASSERT_TRUE(WaitUntil([&] { return !Pods().contains(t4_pod); }, 120s)) << Describe("mixed-gpus");
+  ASSERT_TRUE(WaitUntil([&] {
+    const json status = Status("mixed-gpus");
+    return status.value("membershipGeneration", int64_t{0}) > generation &&
+           status.value("readyWorkers", 0) == 2;
+  }, 120s)) << Describe("mixed-gpus");
+  // Training goes on at the next membership generation; the step never goes back.
+  const int64_t resumed_from = Step("mixed-gpus");
+  int64_t last = resumed_from;
+  bool never_back = true;
+  EXPECT_TRUE(WaitUntil([&] {
+    const int64_t now = Step("mixed-gpus");
+    never_back = never_back && now >= last;
+    last = now;
+    return now > resumed_from + 10;
+  }, 120s));
+  EXPECT_TRUE(never_back);
+  EXPECT_TRUE(EventReasons().contains("WorkerLost"));
+  EXPECT_TRUE(Status("mixed-gpus").value("workerFailures", json::array()).empty())
+      << "a lost node is not a failure of the job";
+
+  // The agent registers the node again when restarted (killed: its other pods keep running).
+  const std::string ctl = ShellQuote(SourcePath("tests/cluster/ctl")) + " --dir " + ShellQuote(Cluster().dir);
+  ASSERT_EQ(RunShell(ctl + " kill node-agent").exit_code, 0);
+  ASSERT_EQ(RunShell(ctl + " start node-agent").exit_code, 0);
+  ASSERT_TRUE(WaitUntil([&] { return Status("mixed-gpus").value("readyWorkers", 0) == 3; }, 180s))
+      << "the job grows onto the node that came back\n" << Describe("mixed-gpus");
+}
+
+TEST_F(OperatorE2E, SuspendCheckpointsAndDeletesThePodsAndResumeContinuesFromTheCheckpoint) {
+  json job = LongJob(Example("mixed-gpus.yaml"));
+  job["spec"]["checkpoint"] = {{"path", (checkpoints_->path() / "suspend").string()}, {"everySteps", 1000}};
+  Apply(job);
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 3)) << Describe("mixed-gpus");
+  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") >= 30; }, 120s));
+  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"suspend\":true}}'").exit_code, 0);
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Suspended", 120s)) << Describe("mixed-gpus");
+  ASSERT_TRUE(WaitUntil([&] { return Pods().empty(); }, 120s)) << Describe("mixed-gpus");
+  const int64_t suspended_at = Step("mixed-gpus");
+  EXPECT_TRUE(EventReasons().contains("Suspended"));
+  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"suspend\":false}}'").exit_code, 0);
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s)) << Describe("mixed-gpus");
+  // The trainers resumed from the checkpoint written on STOP, not from step 0.
+  json resumed;
+  ASSERT_TRUE(WaitUntil([&] {
+    std::istringstream logs(Kubectl("logs mixed-gpus-worker-0").output);
+    for (std::string line; std::getline(logs, line);) {
+      const json entry = json::parse(line, nullptr, false);
+      if (entry.is_object() && entry.value("msg", "") == "resumed from checkpoint") resumed = entry;
+    }
+    return !resumed.is_null();
+  }, 120s)) << Kubectl("logs mixed-gpus-worker-0").output;
+  EXPECT_GE(resumed.value("step", int64_t{0}), 30);
+  EXPECT_GE(Step("mixed-gpus"), suspended_at) << "the step never goes back";
+}
+
+}  // namespace
+}  // namespace fulcrum::e2e
