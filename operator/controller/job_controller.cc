@@ -65,7 +65,12 @@ JobController::JobController(std::shared_ptr<kube::ApiClient> client,
 }
 
 JobController::~JobController() {
-  queue_.ShutDown();
+  std::shared_ptr<kube::WorkQueue> queue;
+  {
+    std::lock_guard lock(queue_mutex_);
+    queue = queue_;
+  }
+  if (queue) queue->ShutDown();
   nodes_.Stop();
   services_.Stop();
   secrets_.Stop();
@@ -97,11 +102,10 @@ bool JobController::WaitForSync(std::chrono::milliseconds timeout) const {
 }
 
 void JobController::Enqueue(const std::string& key) {
-  {
-    std::lock_guard lock(enqueued_mutex_);
-    enqueued_at_.try_emplace(key, std::chrono::steady_clock::now());
-  }
-  queue_.Add(key);
+  std::lock_guard lock(queue_mutex_);
+  if (!queue_) return;
+  enqueued_at_.try_emplace(key, std::chrono::steady_clock::now());
+  queue_->Add(key);
 }
 
 void JobController::EnqueueOwner(const kube::CachedObject& object) {
@@ -121,27 +125,37 @@ void JobController::Run(std::stop_token stop) {
   }
   log::Info(kComponent, "", "reconciling", {{"jobs", jobs_.store().size()},
                                             {"workers", options_.workers}});
+  auto queue = std::make_shared<kube::WorkQueue>();
+  {
+    std::lock_guard lock(queue_mutex_);
+    queue_ = queue;
+    enqueued_at_.clear();
+  }
   EnqueueAll();
   std::vector<std::jthread> workers;
-  for (int i = 0; i < options_.workers; ++i) workers.emplace_back([this] { Work(); });
+  for (int i = 0; i < options_.workers; ++i) workers.emplace_back([this, queue] { Work(*queue); });
   std::mutex mutex;
   std::condition_variable_any stopped;
   std::unique_lock lock(mutex);
   stopped.wait(lock, stop, [] { return false; });
-  queue_.ShutDownWithDrain();
+  {
+    std::lock_guard queue_lock(queue_mutex_);
+    queue_.reset();
+  }
+  queue->ShutDownWithDrain();
 }
 
-void JobController::Work() {
-  while (std::optional<std::string> key = queue_.Get()) {
+void JobController::Work(kube::WorkQueue& queue) {
+  while (std::optional<std::string> key = queue.Get()) {
     double waited = 0.0;
     {
-      std::lock_guard lock(enqueued_mutex_);
+      std::lock_guard lock(queue_mutex_);
       if (auto it = enqueued_at_.find(*key); it != enqueued_at_.end()) {
         waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second).count();
         enqueued_at_.erase(it);
       }
     }
-    if (observer_.dequeued) observer_.dequeued(queue_.Len(), waited);
+    if (observer_.dequeued) observer_.dequeued(queue.Len(), waited);
     const auto started = std::chrono::steady_clock::now();
     Result<ReconcileResult> result = reconciler_.Reconcile(*key);
     const double seconds =
@@ -149,15 +163,15 @@ void JobController::Work() {
     if (observer_.reconciled) observer_.reconciled(seconds, !result.ok());
     if (!result.ok()) {
       log::Warn(kComponent, *key, "reconcile failed; retrying with back-off",
-                {{"error", result.error().ToString()}, {"retries", queue_.NumRequeues(*key)}});
-      queue_.AddRateLimited(*key);
+                {{"error", result.error().ToString()}, {"retries", queue.NumRequeues(*key)}});
+      queue.AddRateLimited(*key);
     } else {
-      queue_.Forget(*key);
+      queue.Forget(*key);
       if (result->requeue_after) {
-        queue_.AddAfter(*key, std::chrono::duration_cast<kube::Clock::Duration>(*result->requeue_after));
+        queue.AddAfter(*key, std::chrono::duration_cast<kube::Clock::Duration>(*result->requeue_after));
       }
     }
-    queue_.Done(*key);
+    queue.Done(*key);
   }
 }
 

@@ -48,7 +48,8 @@ class JobController {
   bool WaitForSync(std::chrono::milliseconds timeout) const;
   bool HasSynced() const;
   // Reconciles until `stop` is requested (the leader). Every known job is queued first, so a
-  // new leader re-registers each job with its coordinator once the caches have synced.
+  // new leader re-registers each job with its coordinator once the caches have synced. May be
+  // called again after it returned (leadership lost and won back): each run has a fresh queue.
   void Run(std::stop_token stop);
 
   const NodeInventory& inventory() const { return inventory_; }
@@ -59,7 +60,7 @@ class JobController {
   void Enqueue(const std::string& key);
   void EnqueueOwner(const kube::CachedObject& object);
   void EnqueueAll();
-  void Work();
+  void Work(kube::WorkQueue& queue);
 
   std::shared_ptr<kube::ApiClient> client_;
   JobControllerOptions options_;
@@ -70,10 +71,12 @@ class JobController {
   kube::Informer secrets_;
   kube::Informer services_;
   kube::Informer nodes_;
-  kube::WorkQueue queue_;
   JobReconciler reconciler_;
 
-  std::mutex enqueued_mutex_;
+  // The running leader's queue; null while not leading (informer events are then dropped:
+  // the next run queues every job anyway).
+  std::mutex queue_mutex_;
+  std::shared_ptr<kube::WorkQueue> queue_;
   std::map<std::string, std::chrono::steady_clock::time_point> enqueued_at_;
 };
 

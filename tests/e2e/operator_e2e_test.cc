@@ -74,6 +74,7 @@ class OperatorProcess {
         .output;
   }
   const std::string& identity() const { return identity_; }
+  std::string log_path() const { return log_path_ + "." + std::to_string(starts_); }
 
  private:
   std::string identity_;
@@ -380,6 +381,60 @@ TEST_F(OperatorE2E, SuspendCheckpointsAndDeletesThePodsAndResumeContinuesFromThe
   }, 120s)) << Kubectl("logs mixed-gpus-worker-0").output;
   EXPECT_GE(resumed.value("step", int64_t{0}), 30);
   EXPECT_GE(Step("mixed-gpus"), suspended_at) << "the step never goes back";
+}
+
+void ClusterCtl(const std::string& action, const std::string& component) {
+  const CommandResult result = RunShell(ShellQuote(SourcePath("tests/cluster/ctl")) + " --dir " +
+                                        ShellQuote(Cluster().dir) + " " + action + " " + component);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+}
+
+TEST_F(OperatorE2E, AnApiServerRestartMidJobIsSurvivedWatchesRecoverAndTrainingGoesOn) {
+  Apply(LongJob(Example("mixed-gpus.yaml")));
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 3)) << Describe("mixed-gpus");
+  const auto before = Identities();
+  ASSERT_NO_FATAL_FAILURE(ClusterCtl("stop", "kube-apiserver"));
+  std::this_thread::sleep_for(8s);  // longer than the operator's renew deadline (4 s)
+  ASSERT_NO_FATAL_FAILURE(ClusterCtl("start", "kube-apiserver"));
+  ASSERT_TRUE(WaitUntil([] { return Cluster().Kubectl("get --raw /readyz").exit_code == 0; }, 180s));
+  const int64_t step = Step("mixed-gpus");
+  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 20; }, 180s))
+      << "the operator writes status again\n" << Describe("mixed-gpus");
+  // Its job watch recovered: an edit made now is applied.
+  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"globalBatchSize\":150}}'").exit_code, 0);
+  EXPECT_TRUE(WaitUntil([&] {
+    const json status = Status("mixed-gpus");
+    int sum = 0;
+    for (const json& worker : status["workers"]) sum += worker["localBatch"].get<int>();
+    return sum == 150;
+  }, 120s)) << Describe("mixed-gpus");
+  EXPECT_EQ(Identities(), before) << "no pod was restarted or replaced";
+}
+
+// Last: it leaves the second operator leading.
+TEST_F(OperatorE2E, OnlyTheLeaderActsAndAKilledLeaderHandsOverAndTrainersReconnect) {
+  OperatorProcess standby("operator-b", coordinator_port_, Cluster().dir + "/logs/operator-b.log");
+  Apply(LongJob(Example("mixed-gpus.yaml")));
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 3)) << Describe("mixed-gpus");
+  const auto lease = [] {
+    const CommandResult got = Cluster().Kubectl("-n fulcrum-system get lease fulcrum-operator -o json");
+    return got.exit_code == 0 ? json::parse(got.output, nullptr, false)["spec"] : json();
+  };
+  ASSERT_EQ(lease().value("holderIdentity", ""), "operator-a");
+  EXPECT_EQ(fulcrum::testing::ReadFile(standby.log_path()).find("leading:"), std::string::npos)
+      << "the standby does not reconcile or coordinate";
+  const auto before = Identities();
+  const int64_t step = Step("mixed-gpus");
+  const auto killed = std::chrono::steady_clock::now();
+  operator_->Kill();
+  ASSERT_TRUE(WaitUntil([&] { return lease().value("holderIdentity", "") == "operator-b"; }, 60s));
+  const double handover = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  std::printf("lease handed over %.1f s after the leader was killed (lease duration 6 s)\n", handover);
+  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 20; }, 180s))
+      << "trainers reconnected to the new leader\n" << Describe("mixed-gpus");
+  EXPECT_EQ(Identities(), before) << "the same pods: trainers were not restarted";
+  EXPECT_NE(fulcrum::testing::ReadFile(standby.log_path()).find("leading:"), std::string::npos);
+  operator_->Start();  // a standby again, for whatever runs next
 }
 
 }  // namespace

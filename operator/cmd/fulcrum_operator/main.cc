@@ -1,9 +1,12 @@
 // fulcrum-operator: the HeteroTrainingJob controller and the coordinator's gRPC service in one
 // process. Every replica keeps its caches warm and serves /healthz, /readyz and /metrics; only
-// the Lease holder reconciles and coordinates. A replica that loses the lease exits (as
-// controller-runtime's managers do), so a restarted one starts clean, and trainers reconnect
-// to the new leader through the operator's Service.
-// Exit codes: 0 after SIGTERM/SIGINT, 2 invalid settings, 1 a start-up failure or a lost lease.
+// the Lease holder reconciles and serves the coordinator. A replica that loses the lease (an
+// API server that is down longer than the renew deadline, say) stops serving, forgets its jobs
+// and campaigns again; whoever leads next re-registers every job from the caches, and trainers
+// reconnect to it through the operator's address without restarting.
+// (controller-runtime's managers exit instead; staying up keeps the caches warm and needs no
+// supervisor, which the local cluster does not have.)
+// Exit codes: 0 after SIGTERM/SIGINT, 2 invalid settings, 1 a start-up failure.
 #include <unistd.h>
 
 #include <atomic>
@@ -126,9 +129,12 @@ int main(int argc, char** argv) {
               {{"coordinator_port", server->port()}});
     controller.Run(stop);
     server->Shutdown();
+    // The next leader, maybe this process again, starts every job's session afresh.
+    for (const coordinator::JobSessionSnapshot& job : coordinator.Snapshot()) {
+      (void)coordinator.RemoveJob(job.name);
+    }
   };
 
-  std::atomic<bool> leading{!config->leader_election.enabled};
   operator_main::Probes probes{
       .healthy = [] { return Ok(); },
       // Ready once the caches are warm: a replica that may become leader can act at once.
@@ -164,10 +170,7 @@ int main(int argc, char** argv) {
     }
   });
 
-  std::atomic<bool> lost_lease{false};
-  std::atomic<bool> stopping{false};
   std::jthread reconciling;
-  std::unique_ptr<kube::LeaderElector> elector;
   if (config->leader_election.enabled) {
     const operator_main::LeaderElectionSettings& settings = config->leader_election;
     kube::LeaderElectionConfig election;
@@ -177,34 +180,34 @@ int main(int argc, char** argv) {
     election.lease_duration = settings.lease_duration;
     election.renew_deadline = settings.renew_deadline;
     election.retry_period = settings.retry_period;
-    election.on_started_leading = [&](std::stop_token stop) {
-      leading = true;
-      lead(stop);
-    };
-    election.on_stopped_leading = [&] {
-      if (!leading.exchange(false) || stopping) return;
-      lost_lease = true;
-      log::Error(kComponent, "", "lost the lease: exiting so that a fresh start rejoins");
-      kill(getpid(), SIGTERM);
-    };
+    election.on_started_leading = [&](std::stop_token stop) { lead(stop); };
     election.on_new_leader = [&](const std::string& identity) {
       log::Info(kComponent, "", "leader observed", {{"leader", identity}});
     };
-    auto created = kube::LeaderElector::Create(client, std::move(election));
-    if (!created.ok()) return Fail(kInvalidInput, created.error());
-    elector = std::move(*created);
-    reconciling = std::jthread([&](std::stop_token stop) { elector->Run(stop); });
+    // Fail on bad timings now, not on the first campaign.
+    if (auto checked = kube::LeaderElector::Create(client, election); !checked.ok()) {
+      return Fail(kInvalidInput, checked.error());
+    }
+    reconciling = std::jthread([&client, election](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        auto elector = kube::LeaderElector::Create(client, election);
+        if (!elector.ok()) return;
+        (*elector)->Run(stop);  // returns when leadership ends, or on stop
+        if (!stop.stop_requested()) {
+          log::Warn(kComponent, "", "lost the lease: stopped coordinating; campaigning again");
+        }
+      }
+    });
   } else {
     reconciling = std::jthread([&](std::stop_token stop) { lead(stop); });
   }
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  log::Info(kComponent, "", "shutting down", {{"signal", signal_number}, {"lost_lease", lost_lease.load()}});
-  stopping = true;
+  log::Info(kComponent, "", "shutting down", {{"signal", signal_number}});
   reconciling.request_stop();
   reconciling = {};
   phase_metrics = {};
   events.Flush();
-  return lost_lease ? kStartFailure : 0;
+  return 0;
 }
