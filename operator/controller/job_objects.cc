@@ -45,8 +45,12 @@ nlohmann::json NodeAffinity(const JobSpec& job, const TrainerPodOptions& options
                            {"operator", "NotIn"},
                            {"values", job.gpu_selector.denied}});
   }
-  affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
-      {"nodeSelectorTerms", {{{"matchExpressions", expressions}}}}};
+  nlohmann::json term = {{"matchExpressions", expressions}};
+  if (!options.excluded_nodes.empty()) {
+    term["matchFields"] = {
+        {{"key", "metadata.name"}, {"operator", "NotIn"}, {"values", options.excluded_nodes}}};
+  }
+  affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {{"nodeSelectorTerms", {term}}};
   auto speeds = options.product_speeds;
   std::stable_sort(speeds.begin(), speeds.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });

@@ -26,6 +26,8 @@ struct TrainerPodOptions {
   // Products on nodes that could run this job, with their prior speeds: the pod prefers
   // faster ones (preferred node affinity, weight by speed).
   std::vector<std::pair<std::string, double>> product_speeds;
+  // Nodes the pod must not go to (the job released a worker there).
+  std::vector<std::string> excluded_nodes;
 };
 
 std::string TokenSecretName(const JobSpec& job);

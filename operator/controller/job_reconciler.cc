@@ -259,7 +259,8 @@ Status JobReconciler::EnsureService(const JobSpec& spec) {
 }
 
 int JobReconciler::FreeSlots(const JobSpec& spec,
-                             const std::vector<kube::CachedObject>& own_pods) const {
+                             const std::vector<kube::CachedObject>& own_pods,
+                             const std::set<std::string>& excluded) const {
   std::map<std::string, int> used_gpus;
   std::map<std::string, int> own_on_node;
   for (const kube::CachedObject& cached : caches_.pods->List()) {
@@ -279,15 +280,46 @@ int JobReconciler::FreeSlots(const JobSpec& spec,
       ++own_on_node[node];
     }
   }
+  // gpuSelector.maxWorkersPerProduct: what is left of each cap after the job's placed workers.
+  std::map<std::string, int> cap_left = spec.max_workers_per_product;
+  for (const auto& [node, count] : own_on_node) {
+    const std::optional<GpuNode> known = inventory_.Get(node);
+    if (known && cap_left.contains(known->product)) cap_left[known->product] -= count;
+  }
   int free = 0;
   for (const GpuNode& node : inventory_.Candidates(spec.gpus_per_worker, spec.gpu_selector)) {
+    if (excluded.contains(node.name)) continue;
+    int slots = 0;
     if (spec.gpus_per_worker > 0) {
-      free += std::max(0, (node.allocatable_gpus - used_gpus[node.name]) / spec.gpus_per_worker);
+      slots = std::max(0, (node.allocatable_gpus - used_gpus[node.name]) / spec.gpus_per_worker);
     } else if (own_on_node[node.name] == 0) {
-      free += 1;  // CPU workers: one per node, so a CPU job spreads out
+      slots = 1;  // CPU workers: one per node, so a CPU job spreads out
     }
+    if (const auto cap = cap_left.find(node.product); cap != cap_left.end()) {
+      slots = std::clamp(cap->second, 0, slots);
+      cap->second -= slots;
+    }
+    free += slots;
   }
   return free - waiting;
+}
+
+JobSpec JobReconciler::PlacementSpec(const JobSpec& spec,
+                                     const std::vector<kube::CachedObject>& own_pods) const {
+  if (spec.max_workers_per_product.empty()) return spec;
+  std::map<std::string, int> placed;
+  for (const kube::CachedObject& cached : own_pods) {
+    const nlohmann::json pod = cached.ToJson();
+    if (Terminating(pod) || Finished(pod)) continue;
+    const std::optional<GpuNode> node = inventory_.Get(pod["spec"].value("nodeName", ""));
+    if (node) ++placed[node->product];
+  }
+  JobSpec placement = spec;
+  for (const auto& [product, cap] : spec.max_workers_per_product) {
+    // A product at its cap takes no new worker: new pods are not allowed there at all.
+    if (placed[product] >= cap) placement.gpu_selector.denied.push_back(product);
+  }
+  return placement;
 }
 
 TrainerPodOptions JobReconciler::PodOptions(const JobSpec& spec) const {
@@ -328,7 +360,16 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   world.now = now;
   world.failures = ReadWorkerFailures(previous);
   world.was_suspended = previous_phase == "Suspended";
-  world.free_slots = FreeSlots(spec, *own_pods);
+  const JobSpec placement = PlacementSpec(spec, *own_pods);
+  std::vector<ReleasedWorker> released = ReadReleasedWorkers(previous);
+  std::set<std::string> released_nodes;
+  for (const ReleasedWorker& worker : released) released_nodes.insert(worker.node);
+  world.free_slots = FreeSlots(placement, *own_pods, released_nodes);
+  if (!spec.suspend) {
+    for (const coordinator::MemberSnapshot& member : training.members) {
+      if (member.releasable) world.releasable.insert(member.pod);
+    }
+  }
   for (const kube::CachedObject& cached : *own_pods) {
     WorkerPod pod = ReadWorkerPod(cached.ToJson());
     if (!pod.node.empty() && !world.nodes.contains(pod.node)) {
@@ -344,6 +385,7 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   state.min_workers = spec.min_replicas;
   state.suspended = spec.suspend;
   state.failures = world.failures;
+  state.released = released;
   state.start_time = previous.is_object() ? previous.value("startTime", "") : "";
   const std::optional<SystemClock::time_point> started = ParseRfc3339(state.start_time);
   WorkerDecisions decisions;
@@ -404,6 +446,21 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
               "worker pod " + removal.pod + " drained: spec.replicas.max is " +
                   std::to_string(spec.max_replicas) + "; the others keep running");
         break;
+      case RemovalReason::kReleased: {
+        const auto member = std::find_if(
+            training.members.begin(), training.members.end(),
+            [&](const coordinator::MemberSnapshot& m) { return m.pod == removal.pod; });
+        const std::string node = member != training.members.end() ? member->node : "";
+        const std::string product = member != training.members.end() ? member->gpu_product : "";
+        state.released.push_back({removal.pod, node, product, training.release_gain, Rfc3339(now)});
+        Event(job, false, "WorkerReleased", "Release",
+              "worker pod " + removal.pod + " on " + node + " (" + product +
+                  ") released: the best split gives it nothing, its GPU cannot make the job "
+                  "faster (going on without it saves a predicted " +
+                  Percent(training.release_gain) + " of step time); the job takes no new worker "
+                  "on that node");
+        break;
+      }
       case RemovalReason::kFinished:
         break;
     }
@@ -433,10 +490,11 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   }
 
   if (!decisions.create.empty() && !state.failed_reason && !state.succeeded) {
-    const TrainerPodOptions pod_options = PodOptions(spec);
+    TrainerPodOptions pod_options = PodOptions(placement);
+    for (const ReleasedWorker& worker : state.released) pod_options.excluded_nodes.push_back(worker.node);
     for (int index : decisions.create) {
       auto created = client_->Create(kube::resources::Pods(), spec.ns,
-                                     TrainerPod(spec, index, pod_options));
+                                     TrainerPod(placement, index, pod_options));
       if (!created.ok() && created.error().code != ErrorCode::kAlreadyExists) {
         Event(job, true, "FailedCreate", "Create",
               "cannot create worker pod " + WorkerPodName(spec, index) + ": " +

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "common/result.h"
@@ -85,8 +86,13 @@ class JobReconciler {
   Status EnsureFinalizer(const nlohmann::json& job);
   Result<std::string> EnsureToken(const JobSpec& spec);
   Status EnsureService(const JobSpec& spec);
-  int FreeSlots(const JobSpec& spec, const std::vector<kube::CachedObject>& own_pods) const;
+  // Worker slots for this job on nodes it may use (not `excluded`), left by every trainer pod.
+  int FreeSlots(const JobSpec& spec, const std::vector<kube::CachedObject>& own_pods,
+                const std::set<std::string>& excluded) const;
   TrainerPodOptions PodOptions(const JobSpec& spec) const;
+  // The spec new pods are placed by: gpuSelector plus the products whose
+  // maxWorkersPerProduct the job's placed workers already reach.
+  JobSpec PlacementSpec(const JobSpec& spec, const std::vector<kube::CachedObject>& own_pods) const;
   // The stored status, or the one this reconciler wrote last if the cache has not caught up.
   nlohmann::json CurrentStatus(const nlohmann::json& job);
   // Writes `status` if it differs from the stored one in a way users notice, or differs at

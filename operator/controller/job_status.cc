@@ -138,7 +138,28 @@ nlohmann::json BuildJobStatus(const JobState& state,
                                           {"time", failure.time}});
     }
   }
+  if (!state.released.empty()) {
+    status["releasedWorkers"] = nlohmann::json::array();
+    for (const ReleasedWorker& worker : state.released) {
+      status["releasedWorkers"].push_back({{"pod", worker.pod},
+                                           {"node", worker.node},
+                                           {"gpuProduct", worker.gpu_product},
+                                           {"predictedGain", worker.predicted_gain},
+                                           {"time", worker.time}});
+    }
+  }
   return status;
+}
+
+std::vector<ReleasedWorker> ReadReleasedWorkers(const nlohmann::json& status) {
+  std::vector<ReleasedWorker> released;
+  if (!status.is_object() || !status.contains("releasedWorkers")) return released;
+  for (const nlohmann::json& item : status["releasedWorkers"]) {
+    if (!item.is_object()) continue;
+    released.push_back({item.value("pod", ""), item.value("node", ""), item.value("gpuProduct", ""),
+                        item.value("predictedGain", 0.0), item.value("time", "")});
+  }
+  return released;
 }
 
 std::string Rfc3339(std::chrono::system_clock::time_point time) {

@@ -24,6 +24,17 @@ struct WorkerFailure {
   bool operator==(const WorkerFailure&) const = default;
 };
 
+// A worker released because its GPU could not make the job faster; its node takes no new
+// worker of this job.
+struct ReleasedWorker {
+  std::string pod;
+  std::string node;
+  std::string gpu_product;
+  double predicted_gain = 0.0;
+  std::string time;  // RFC 3339
+  bool operator==(const ReleasedWorker&) const = default;
+};
+
 // What the reconciler decided about the job as a whole.
 struct JobState {
   int64_t observed_generation = 0;  // metadata.generation acted on
@@ -37,6 +48,7 @@ struct JobState {
   std::string start_time{};       // RFC 3339: when the first pods were created
   std::string completion_time{};  // RFC 3339: when the job Succeeded or Failed
   std::vector<WorkerFailure> failures{};
+  std::vector<ReleasedWorker> released{};
 };
 
 // Kubernetes' metav1.Time form (UTC, whole seconds, "Z"), and back.
@@ -45,6 +57,8 @@ std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::str
 
 // The failures recorded in a stored status (status.workerFailures).
 std::vector<WorkerFailure> ReadWorkerFailures(const nlohmann::json& status);
+// The workers released so far (status.releasedWorkers).
+std::vector<ReleasedWorker> ReadReleasedWorkers(const nlohmann::json& status);
 
 // `previous`: the status now stored (may be empty); `now_rfc3339`: the time for transitions.
 nlohmann::json BuildJobStatus(const JobState& state,

@@ -34,6 +34,8 @@ std::string_view ToString(RemovalReason reason) {
       return "ScaledDown";
     case RemovalReason::kFinished:
       return "Finished";
+    case RemovalReason::kReleased:
+      return "Released";
   }
   return "Unknown";
 }
@@ -110,6 +112,11 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
     return decisions;
   }
 
+  std::erase_if(active, [&](const WorkerPod* pod) {
+    if (!world.releasable.contains(pod->name)) return false;
+    decisions.remove.push_back({pod->name, pod->uid, RemovalReason::kReleased});
+    return true;
+  });
   const int max = spec.max_replicas;
   const int count = static_cast<int>(active.size());
   if (count > max) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ struct WorkerWorld {
   // promised to this job's pods that wait for the scheduler.
   int free_slots = 0;
   std::vector<WorkerFailure> failures;  // recorded so far (status.workerFailures)
+  // Pods the coordinator found releasable: the best split gives them nothing.
+  std::set<std::string> releasable;
   // The stored status still says Suspended: trainers that exited 0 did so on the STOP that
   // suspended the job, not because training finished.
   bool was_suspended = false;
@@ -48,6 +51,7 @@ enum class RemovalReason {
   kNodeLost,    // its node is gone or NotReady
   kScaledDown,  // replicas.max was lowered
   kFinished,    // the job ended (Failed, or suspended after its checkpoint)
+  kReleased,    // its GPU cannot make the job faster: released instead of held idle
 };
 std::string_view ToString(RemovalReason reason);
 

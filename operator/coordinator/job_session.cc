@@ -456,6 +456,38 @@ double JobSession::IdealSamplesPerSecond() const {
   return ideal.ok() ? ideal->ideal_samples_per_second : 0.0;
 }
 
+std::pair<std::vector<std::string>, double> JobSession::Releasable() const {
+  const std::size_t spare = ranks_.size() > static_cast<std::size_t>(config_.min_workers)
+                                ? ranks_.size() - static_cast<std::size_t>(config_.min_workers)
+                                : 0;
+  // Judge only measured workers, after the balancer has had an interval to fit them.
+  if (spare == 0 || batches_.size() != ranks_.size() ||
+      completed_step_ < 2 * static_cast<int64_t>(config_.interval_steps)) {
+    return {};
+  }
+  balancer::PlanRequest request;
+  request.global_batch = config_.global_batch;
+  request.tail_seconds = controller_.TailSeconds();
+  for (const std::string& pod : ranks_) {
+    const std::optional<balancer::LinearCost> cost = controller_.PlanningCost(pod);
+    if (!cost) return {};
+    request.workers.push_back(
+        {pod, cost->fixed_seconds, cost->seconds_per_sample, 0, config_.global_batch, 0});
+  }
+  Result<balancer::Plan> without_minimum =
+      balancer::MakePlan(request, *balancer::MakePolicy(balancer::PolicyKind::kOptimal));
+  if (!without_minimum.ok()) return {};
+  std::vector<std::string> idle;
+  for (const balancer::WorkerAssignment& worker : without_minimum->workers) {
+    if (worker.batch == 0 && idle.size() < spare) idle.push_back(worker.id);
+  }
+  if (idle.empty()) return {};
+  const double current = balancer::PredictStepSeconds(request, batches_, accumulation_steps_);
+  const double gain = current > 0.0 ? 1.0 - without_minimum->step_seconds / current : 0.0;
+  if (gain < config_.min_gain) return {};
+  return {idle, gain};
+}
+
 JobSessionSnapshot JobSession::Snapshot() const {
   JobSessionSnapshot snapshot;
   snapshot.name = config_.name;
@@ -492,6 +524,12 @@ JobSessionSnapshot JobSession::Snapshot() const {
     }
     snapshot.members.push_back(std::move(view));
   }
+  const auto [releasable, gain] = Releasable();
+  for (MemberSnapshot& member : snapshot.members) {
+    member.releasable =
+        std::find(releasable.begin(), releasable.end(), member.pod) != releasable.end();
+  }
+  snapshot.release_gain = gain;
   snapshot.ideal_samples_per_second = ideal_samples_per_second_;
   if (ideal_samples_per_second_ > 0.0) {
     snapshot.efficiency = samples_per_second_average_ / ideal_samples_per_second_;

@@ -80,6 +80,9 @@ class JobSession {
   Status DecidePlan(int64_t step, std::string* reason);
   void SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out);
   double IdealSamplesPerSecond() const;
+  // Members the best split with no minimum batch leaves idle, if going on without them saves
+  // at least min_gain of the step time and leaves min_workers; and that saving.
+  std::pair<std::vector<std::string>, double> Releasable() const;
   Status CheckReportGeneration(int64_t generation) const;
 
   JobSessionConfig config_;

@@ -21,6 +21,9 @@ struct MemberSnapshot {
   double samples_per_second = 0.0;         // local batch / compute seconds of the last step
   double fitted_fixed_seconds = 0.0;       // the balancer's a_i
   double fitted_seconds_per_sample = 0.0;  // the balancer's k_i
+  // The best split would give this worker nothing: its GPU cannot make the job faster (its
+  // fixed cost alone is longer than the others' step). The operator releases it.
+  bool releasable = false;
 };
 
 struct RebalanceSnapshot {
@@ -44,6 +47,8 @@ struct JobSessionSnapshot {
   double efficiency = 0.0;                   // measured / ideal
   int plan_changes = 0;
   RebalanceSnapshot last_rebalance;
+  // Step time saved by going on without the releasable members (0: none is releasable).
+  double release_gain = 0.0;
 };
 
 nlohmann::json ToJson(const JobSessionSnapshot& job);

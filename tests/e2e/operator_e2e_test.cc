@@ -383,6 +383,43 @@ TEST_F(OperatorE2E, SuspendCheckpointsAndDeletesThePodsAndResumeContinuesFromThe
   EXPECT_GE(Step("mixed-gpus"), suspended_at) << "the step never goes back";
 }
 
+TEST_F(OperatorE2E, MaxWorkersPerProductKeepsWorkersOffACappedProduct) {
+  json job = LongJob(Example("mixed-gpus.yaml"));
+  job["spec"]["gpuSelector"]["maxWorkersPerProduct"] = {{"Tesla-T4", 0}};
+  Apply(job);
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 2)) << Describe("mixed-gpus");
+  const int64_t step = Step("mixed-gpus");
+  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 10; }, 120s));
+  const auto pods = Pods();
+  EXPECT_EQ(pods.size(), 2u) << "the T4 node is free but capped at 0 workers";
+  for (const auto& [name, pod] : pods) EXPECT_NE(pod["spec"].value("nodeName", ""), "t4-local-0");
+}
+
+TEST_F(OperatorE2E, AWorkerWhoseGpuCannotHelpIsReleasedInsteadOfHeldIdle) {
+  Apply(LongJob(Example("mixed-gpus.yaml")));
+  ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 3)) << Describe("mixed-gpus");
+  // EMULATED: the T4 node becomes 100x slower than the A100; one sample there takes longer
+  // than a whole step of the other two.
+  Relabel("t4-local-0", "100");
+  json released;
+  const bool was_released = WaitUntil([&] {
+    released = Status("mixed-gpus").value("releasedWorkers", json::array());
+    return !released.empty();
+  }, 240s);
+  Relabel("t4-local-0", "4");
+  ASSERT_TRUE(was_released) << Describe("mixed-gpus");
+  EXPECT_EQ(released[0]["node"], "t4-local-0");
+  EXPECT_EQ(released[0]["gpuProduct"], "Tesla-T4");
+  EXPECT_GE(released[0]["predictedGain"].get<double>(), 0.05);
+  EXPECT_TRUE(EventReasons().contains("WorkerReleased"));
+  ASSERT_TRUE(WaitUntil([&] { return Status("mixed-gpus").value("readyWorkers", 0) == 2; }, 120s));
+  const int64_t step = Step("mixed-gpus");
+  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 10; }, 120s)) << "training goes on";
+  for (const auto& [name, pod] : Pods()) {
+    EXPECT_NE(pod["spec"].value("nodeName", ""), "t4-local-0") << "no new worker on the released node";
+  }
+}
+
 void ClusterCtl(const std::string& action, const std::string& component) {
   const CommandResult result = RunShell(ShellQuote(SourcePath("tests/cluster/ctl")) + " --dir " +
                                         ShellQuote(Cluster().dir) + " " + action + " " + component);

@@ -131,6 +131,9 @@ TEST(JobStatus, FailuresAndTimesRoundTripThroughTheStoredStatus) {
   EXPECT_EQ(status["startTime"], "2026-01-01T00:00:00Z");
   EXPECT_EQ(status["completionTime"], "2026-01-01T01:00:00Z");
   EXPECT_EQ(ReadWorkerFailures(status), state.failures);
+  state.released = {{"w-2", "t4", "Tesla-T4", 0.3, "2026-01-01T00:30:00Z"}};
+  EXPECT_EQ(ReadReleasedWorkers(BuildJobStatus(state, Training(), {}, "2026-01-01T01:00:00Z")),
+            state.released);
   EXPECT_TRUE(ReadWorkerFailures(nlohmann::json::object()).empty());
 }
 

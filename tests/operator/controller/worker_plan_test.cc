@@ -145,6 +145,17 @@ TEST(WorkerPlan, WorkersOnLostNodesAreRemovedForcedOnlyWhenTheNodeIsGone) {
       << "a worker killed with its node is not the job's failure";
 }
 
+TEST(WorkerPlan, AReleasableWorkerIsRemovedAndNotReplacedBeyondTheCapacityLeft) {
+  WorkerWorld world = World({Pod(0, "Running"), Pod(1, "Running"), Pod(2, "Running", "t4")}, 0);
+  world.releasable = {"mixed-worker-2"};
+  const WorkerDecisions decisions = DecideWorkers(Spec(2, 3), world);
+  EXPECT_EQ(Removed(decisions, RemovalReason::kReleased),
+            std::vector<std::string>{"mixed-worker-2"});
+  EXPECT_EQ(decisions.remove.size(), 1u);
+  EXPECT_TRUE(decisions.create.empty()) << "no free slot elsewhere: the job goes on with two";
+  EXPECT_TRUE(decisions.new_failures.empty());
+}
+
 TEST(WorkerPlan, ATrainerThatFinishedSucceedsTheJob) {
   const WorkerDecisions decisions =
       DecideWorkers(Spec(1, 2), World({Pod(0, "Succeeded"), Pod(1, "Running")}, 3));

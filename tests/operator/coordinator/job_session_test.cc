@@ -226,6 +226,49 @@ TEST_F(JobSessionTest, ALiveGlobalBatchEditIsSplitAtTheNextStepInTheSameGenerati
   EXPECT_EQ(job_->Reconfigure(other_token, now_).error().field, "token");
 }
 
+TEST_F(JobSessionTest, AWorkerWhoseFixedCostAloneOutlastsTheOthersStepIsReleasable) {
+  Join("a");
+  Join("b");
+  Join("c");
+  Tick(200ms);
+  ASSERT_EQ(job_->membership_generation(), 1);
+  JobSessionSnapshot snapshot;
+  for (int64_t step = 0; step < 40; ++step) {
+    Outbox out;
+    snapshot = job_->Snapshot();
+    for (const MemberSnapshot& member : snapshot.members) {
+      const double fixed = member.pod == "c" ? 0.5 : 0.001;  // c: 0.5 s before any sample
+      ASSERT_TRUE(Report(member.pod, 1, step, member.local_batch,
+                         fixed + 0.001 * member.local_batch, out)
+                      .ok());
+    }
+  }
+  snapshot = job_->Snapshot();
+  for (const MemberSnapshot& member : snapshot.members) {
+    EXPECT_EQ(member.releasable, member.pod == "c") << member.pod;
+  }
+  EXPECT_GT(snapshot.release_gain, 0.5);
+}
+
+TEST_F(JobSessionTest, NoWorkerIsReleasableWhenAllHelpOrTheMinimumWouldBeBroken) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  for (int64_t step = 0; step < 40; ++step) {
+    Outbox out;
+    const JobSessionSnapshot snapshot = job_->Snapshot();
+    for (const MemberSnapshot& member : snapshot.members) {
+      // b is hopeless, but min_workers is 2: it stays.
+      const double fixed = member.pod == "b" ? 0.5 : 0.001;
+      ASSERT_TRUE(Report(member.pod, 1, step, member.local_batch,
+                         fixed + 0.001 * member.local_batch, out)
+                      .ok());
+    }
+  }
+  for (const MemberSnapshot& member : job_->Snapshot().members) EXPECT_FALSE(member.releasable);
+  EXPECT_EQ(job_->Snapshot().release_gain, 0.0);
+}
+
 TEST_F(JobSessionTest, TheIdealStepCountsEverythingAfterComputeNotJustTheAllReduce) {
   Join("a");
   Join("b");
