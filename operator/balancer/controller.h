@@ -13,13 +13,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/result.h"
 #include "operator/balancer/communication_model.h"
 #include "operator/balancer/memory_model.h"
 #include "operator/balancer/performance_model.h"
 #include "operator/balancer/plan.h"
 #include "operator/balancer/policy.h"
 #include "operator/balancer/product_pool.h"
-#include "common/result.h"
 
 namespace fulcrum::balancer {
 

@@ -16,7 +16,9 @@ kube::InformerOptions Watching(const std::string& ns, const std::string& label_s
   return options;
 }
 
-std::string ManagedBySelector() { return std::string(kManagedByLabel) + "=" + kManagedByValue; }
+std::string ManagedBySelector() {
+  return std::string(kManagedByLabel) + "=" + kManagedByValue;
+}
 
 }  // namespace
 
@@ -37,8 +39,7 @@ JobController::JobController(std::shared_ptr<kube::ApiClient> client,
                 Watching(options_.watch_namespace, ManagedBySelector())),
       nodes_(client, kube::resources::Nodes(), Watching("")),
       reconciler_(client, {&jobs_.store(), &pods_.store(), &secrets_.store(), &services_.store()},
-                  inventory_, coordinator, events, options_.reconciler,
-                  std::move(job_observer)) {
+                  inventory_, coordinator, events, options_.reconciler, std::move(job_observer)) {
   // Pods of every namespace count against node capacity; the job's own are found by owner.
   (void)pods_.AddIndex(kube::indexes::kOwnerUid, kube::indexes::ByOwnerUid());
   jobs_.AddEventHandler({
@@ -87,8 +88,8 @@ void JobController::Start() {
 }
 
 bool JobController::HasSynced() const {
-  return nodes_.HasSynced() && pods_.HasSynced() && secrets_.HasSynced() &&
-         services_.HasSynced() && jobs_.HasSynced();
+  return nodes_.HasSynced() && pods_.HasSynced() && secrets_.HasSynced() && services_.HasSynced() &&
+         jobs_.HasSynced();
 }
 
 bool JobController::WaitForSync(std::chrono::milliseconds timeout) const {
@@ -123,8 +124,8 @@ void JobController::Run(std::stop_token stop) {
     log::Error(kComponent, "", "caches did not sync in 5 minutes; not reconciling");
     return;
   }
-  log::Info(kComponent, "", "reconciling", {{"jobs", jobs_.store().size()},
-                                            {"workers", options_.workers}});
+  log::Info(kComponent, "", "reconciling",
+            {{"jobs", jobs_.store().size()}, {"workers", options_.workers}});
   auto queue = std::make_shared<kube::WorkQueue>();
   {
     std::lock_guard lock(queue_mutex_);
@@ -151,7 +152,8 @@ void JobController::Work(kube::WorkQueue& queue) {
     {
       std::lock_guard lock(queue_mutex_);
       if (auto it = enqueued_at_.find(*key); it != enqueued_at_.end()) {
-        waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second).count();
+        waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second).count();
         enqueued_at_.erase(it);
       }
     }
@@ -168,7 +170,8 @@ void JobController::Work(kube::WorkQueue& queue) {
     } else {
       queue.Forget(*key);
       if (result->requeue_after) {
-        queue.AddAfter(*key, std::chrono::duration_cast<kube::Clock::Duration>(*result->requeue_after));
+        queue.AddAfter(*key,
+                       std::chrono::duration_cast<kube::Clock::Duration>(*result->requeue_after));
       }
     }
     queue.Done(*key);

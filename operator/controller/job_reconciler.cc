@@ -48,8 +48,8 @@ int64_t VersionNumber(const nlohmann::json& object) {
 int RequestedGpus(const nlohmann::json& pod, const std::string& resource) {
   int total = 0;
   for (const nlohmann::json& container : pod["spec"].value("containers", nlohmann::json::array())) {
-    const nlohmann::json requests =
-        container.value("resources", nlohmann::json::object()).value("requests", nlohmann::json::object());
+    const nlohmann::json requests = container.value("resources", nlohmann::json::object())
+                                        .value("requests", nlohmann::json::object());
     if (!requests.contains(resource)) continue;
     const nlohmann::json& quantity = requests[resource];
     try {
@@ -86,8 +86,8 @@ WorkerPod ReadWorkerPod(const nlohmann::json& pod) {
   worker.failure_reason = status.value("reason", "");
   for (const nlohmann::json& container :
        status.value("containerStatuses", nlohmann::json::array())) {
-    const nlohmann::json terminated =
-        container.value("state", nlohmann::json::object()).value("terminated", nlohmann::json::object());
+    const nlohmann::json terminated = container.value("state", nlohmann::json::object())
+                                          .value("terminated", nlohmann::json::object());
     if (terminated.contains("reason")) {
       worker.failure_reason = terminated.value("reason", "") + " (exit code " +
                               std::to_string(terminated.value("exitCode", 0)) + ")";
@@ -103,7 +103,8 @@ Result<coordinator::JobSessionConfig> SessionConfig(const JobSpec& spec, const s
   config.global_batch = spec.global_batch;
   config.min_workers = spec.min_replicas;
   config.max_workers = spec.max_replicas;
-  Result<balancer::PolicyKind> policy = balancer::ParsePolicyKind(spec.policy, "spec.balancing.policy");
+  Result<balancer::PolicyKind> policy =
+      balancer::ParsePolicyKind(spec.policy, "spec.balancing.policy");
   if (!policy.ok()) return policy.error();
   config.policy = *policy;
   config.interval_steps = spec.interval_steps;
@@ -229,7 +230,8 @@ Result<std::string> JobReconciler::EnsureToken(const JobSpec& spec) {
   std::optional<nlohmann::json> secret;
   if (auto cached = caches_.secrets->Get(spec.ns + "/" + name)) secret = cached->ToJson();
   if (!secret) {
-    auto created = client_->Create(kube::resources::Secrets(), spec.ns, TokenSecret(spec, NewToken()));
+    auto created =
+        client_->Create(kube::resources::Secrets(), spec.ns, TokenSecret(spec, NewToken()));
     if (created.ok()) {
       secret = *created;
     } else if (created.error().code == ErrorCode::kAlreadyExists) {
@@ -258,8 +260,7 @@ Status JobReconciler::EnsureService(const JobSpec& spec) {
   return Ok();
 }
 
-int JobReconciler::FreeSlots(const JobSpec& spec,
-                             const std::vector<kube::CachedObject>& own_pods,
+int JobReconciler::FreeSlots(const JobSpec& spec, const std::vector<kube::CachedObject>& own_pods,
                              const std::set<std::string>& excluded) const {
   std::map<std::string, int> used_gpus;
   std::map<std::string, int> own_on_node;
@@ -395,7 +396,8 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
     decisions.failed_message = "the job ran longer than spec.activeDeadlineSeconds (" +
                                std::to_string(*spec.active_deadline_seconds) + " s)";
     for (const WorkerPod& pod : world.pods) {
-      if (!pod.terminating) decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kFinished});
+      if (!pod.terminating)
+        decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kFinished});
     }
   } else {
     decisions = DecideWorkers(spec, world);
@@ -414,7 +416,8 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
     // Record failures before the pods that show them are deleted, so each counts once even
     // if this reconcile stops half-way.
     nlohmann::json recorded = previous.is_object() ? previous : nlohmann::json::object();
-    recorded["workerFailures"] = BuildJobStatus(state, training, previous, Rfc3339(now))["workerFailures"];
+    recorded["workerFailures"] =
+        BuildJobStatus(state, training, previous, Rfc3339(now))["workerFailures"];
     auto written = WriteStatus(job, recorded);
     if (!written.ok()) return written.error();
   }
@@ -457,7 +460,8 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
               "worker pod " + removal.pod + " on " + node + " (" + product +
                   ") released: the best split gives it nothing, its GPU cannot make the job "
                   "faster (going on without it saves a predicted " +
-                  Percent(training.release_gain) + " of step time); the job takes no new worker "
+                  Percent(training.release_gain) +
+                  " of step time); the job takes no new worker "
                   "on that node");
         break;
       }
@@ -467,9 +471,9 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   }
 
   if (spec.suspend && !state.failed_reason) {
-    const bool running = std::any_of(world.pods.begin(), world.pods.end(), [](const WorkerPod& pod) {
-      return !pod.terminating && pod.phase == "Running";
-    });
+    const bool running = std::any_of(
+        world.pods.begin(), world.pods.end(),
+        [](const WorkerPod& pod) { return !pod.terminating && pod.phase == "Running"; });
     if (running) {
       // Trainers checkpoint after the current step and exit 0; their pods are removed then.
       (void)coordinator_.SendControl(job_name, fulcrum::v1::Control::STOP,
@@ -491,7 +495,8 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
 
   if (!decisions.create.empty() && !state.failed_reason && !state.succeeded) {
     TrainerPodOptions pod_options = PodOptions(placement);
-    for (const ReleasedWorker& worker : state.released) pod_options.excluded_nodes.push_back(worker.node);
+    for (const ReleasedWorker& worker : state.released)
+      pod_options.excluded_nodes.push_back(worker.node);
     for (int index : decisions.create) {
       auto created = client_->Create(kube::resources::Pods(), spec.ns,
                                      TrainerPod(placement, index, pod_options));
@@ -615,10 +620,10 @@ Result<std::optional<milliseconds>> JobReconciler::WriteStatus(const nlohmann::j
 
 void JobReconciler::Event(const nlohmann::json& regarding, bool warning, const std::string& reason,
                           const std::string& action, const std::string& note) {
-  log::Info(kComponent,
-            regarding["metadata"].value("namespace", "") + "/" +
-                regarding["metadata"].value("name", ""),
-            note, {{"reason", reason}});
+  log::Info(
+      kComponent,
+      regarding["metadata"].value("namespace", "") + "/" + regarding["metadata"].value("name", ""),
+      note, {{"reason", reason}});
   if (events_ == nullptr) return;
   events_->Record(regarding, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
                   action, note);

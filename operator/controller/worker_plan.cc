@@ -90,13 +90,12 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
   const std::size_t failures = world.failures.size() + decisions.new_failures.size();
   if (failures > static_cast<std::size_t>(spec.backoff_limit)) {
     decisions.failed_reason = "BackoffLimitExceeded";
-    decisions.failed_message = std::to_string(failures) + " worker pods failed, more than " +
-                               "spec.backoffLimit (" + std::to_string(spec.backoff_limit) +
-                               "); the last: " +
-                               (decisions.new_failures.empty() ? world.failures.back()
-                                                               : decisions.new_failures.back())
-                                   .reason +
-                               ". See the pods' logs and Events";
+    decisions.failed_message =
+        std::to_string(failures) + " worker pods failed, more than " + "spec.backoffLimit (" +
+        std::to_string(spec.backoff_limit) + "); the last: " +
+        (decisions.new_failures.empty() ? world.failures.back() : decisions.new_failures.back())
+            .reason +
+        ". See the pods' logs and Events";
     remove_active(RemovalReason::kFinished);
     return decisions;
   }
@@ -130,8 +129,8 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
     }
     return decisions;
   }
-  const int target =
-      std::min(max, std::max(std::min(spec.min_replicas, max), count + std::max(0, world.free_slots)));
+  const int target = std::min(
+      max, std::max(std::min(spec.min_replicas, max), count + std::max(0, world.free_slots)));
   if (target <= count) return decisions;
   if (failures > 0) {
     // Replacements wait out the back-off, counted from the latest failure.

@@ -5,8 +5,8 @@
 #pragma once
 
 #include <chrono>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,10 +20,10 @@ namespace fulcrum::controller {
 struct WorkerPod {
   std::string name;
   std::string uid;
-  int index = -1;             // the fulcrum.dev/worker label
-  std::string phase;          // Pending, Running, Succeeded, Failed, Unknown
-  std::string node;           // spec.nodeName; empty while unscheduled
-  bool terminating = false;   // metadata.deletionTimestamp is set
+  int index = -1;              // the fulcrum.dev/worker label
+  std::string phase;           // Pending, Running, Succeeded, Failed, Unknown
+  std::string node;            // spec.nodeName; empty while unscheduled
+  bool terminating = false;    // metadata.deletionTimestamp is set
   std::string failure_reason;  // for a Failed pod: the container's or pod's reason
 };
 
@@ -65,7 +65,7 @@ struct PodRemoval {
 struct WorkerDecisions {
   std::vector<int> create;  // worker indices to create pods for
   std::vector<PodRemoval> remove;
-  std::vector<WorkerFailure> new_failures;  // to append to status.workerFailures
+  std::vector<WorkerFailure> new_failures;   // to append to status.workerFailures
   std::optional<std::string> failed_reason;  // the job fails (BackoffLimitExceeded)
   std::string failed_message;
   bool succeeded = false;  // a trainer finished every step

@@ -158,7 +158,8 @@ Status CoordinatorService::AddJob(JobSessionConfig config) {
   return Ok();
 }
 
-void CoordinatorService::SetNodeProductLookup(std::function<std::string(const std::string&)> lookup) {
+void CoordinatorService::SetNodeProductLookup(
+    std::function<std::string(const std::string&)> lookup) {
   std::lock_guard lock(mutex_);
   node_product_ = std::move(lookup);
 }

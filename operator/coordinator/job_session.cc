@@ -191,7 +191,8 @@ Status JobSession::DecidePlan(int64_t step, std::string* reason) {
   }
   *reason = decision->plan_changed ? plan.reason : "batch dither (identifying c(b) = a + k*b)";
   if (decision->plan_changed) {
-    last_rebalance_ = {last_decided_step_, plan.reason, UnixSeconds(), by_rank, plan.predicted_gain};
+    last_rebalance_ = {last_decided_step_, plan.reason, UnixSeconds(), by_rank,
+                       plan.predicted_gain};
   }
   const bool changed = by_rank != batches_ || accumulation_steps_ != decision->accumulation_steps;
   batches_ = std::move(by_rank);

@@ -30,7 +30,7 @@ struct RebalanceSnapshot {
   int64_t apply_at_step = -1;  // -1: no rebalance yet
   std::string reason;
   double unix_seconds = 0.0;
-  std::vector<int> batches;  // by rank
+  std::vector<int> batches;     // by rank
   double predicted_gain = 0.0;  // fraction of step time saved, for speed rebalances
 };
 

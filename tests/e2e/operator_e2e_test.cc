@@ -35,8 +35,9 @@ using fulcrum::testing::WaitUntil;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-const std::map<std::string, std::string> kNodeProducts = {
-    {"a100-local-0", "A100-SXM4-40GB"}, {"v100-local-0", "V100-SXM2-16GB"}, {"t4-local-0", "Tesla-T4"}};
+const std::map<std::string, std::string> kNodeProducts = {{"a100-local-0", "A100-SXM4-40GB"},
+                                                          {"v100-local-0", "V100-SXM2-16GB"},
+                                                          {"t4-local-0", "Tesla-T4"}};
 
 // One fulcrum-operator process; the same ports across restarts, as a Deployment's pod keeps
 // its Service address.
@@ -53,16 +54,26 @@ class OperatorProcess {
     const std::string coordinator = "127.0.0.1:" + std::to_string(coordinator_port_);
     process_ = std::make_unique<ChildProcess>(
         std::vector<std::string>{FULCRUM_OPERATOR_BINARY,
-                                 "--kubeconfig", Cluster().kubeconfig(),
-                                 "--coordinator-listen", coordinator,
-                                 "--coordinator-address", coordinator,
-                                 "--health-listen", "127.0.0.1:0",
-                                 "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port_),
-                                 "--leader-elect-identity", identity_,
-                                 "--leader-elect-lease-duration", "6s",
-                                 "--leader-elect-renew-deadline", "4s",
-                                 "--leader-elect-retry-period", "1s",
-                                 "--status-min-interval", "1s"},
+                                 "--kubeconfig",
+                                 Cluster().kubeconfig(),
+                                 "--coordinator-listen",
+                                 coordinator,
+                                 "--coordinator-address",
+                                 coordinator,
+                                 "--health-listen",
+                                 "127.0.0.1:0",
+                                 "--metrics-listen",
+                                 "127.0.0.1:" + std::to_string(metrics_port_),
+                                 "--leader-elect-identity",
+                                 identity_,
+                                 "--leader-elect-lease-duration",
+                                 "6s",
+                                 "--leader-elect-renew-deadline",
+                                 "4s",
+                                 "--leader-elect-retry-period",
+                                 "1s",
+                                 "--status-min-interval",
+                                 "1s"},
         log_path_ + "." + std::to_string(++starts_));
   }
   void Kill() {
@@ -88,8 +99,16 @@ class OperatorProcess {
 class OperatorE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ASSERT_EQ(Cluster().Kubectl("apply -f " + SourcePath("crds/fulcrum.dev_heterotrainingjobs.yaml")).exit_code, 0);
-    ASSERT_EQ(Cluster().Kubectl("wait --for condition=established --timeout=60s crd/heterotrainingjobs.fulcrum.dev").exit_code, 0);
+    ASSERT_EQ(Cluster()
+                  .Kubectl("apply -f " + SourcePath("crds/fulcrum.dev_heterotrainingjobs.yaml"))
+                  .exit_code,
+              0);
+    ASSERT_EQ(
+        Cluster()
+            .Kubectl(
+                "wait --for condition=established --timeout=60s crd/heterotrainingjobs.fulcrum.dev")
+            .exit_code,
+        0);
     Cluster().Kubectl("create namespace fulcrum-system");
     coordinator_port_ = FreeLoopbackPort();
     operator_ = std::make_unique<OperatorProcess>("operator-a", coordinator_port_,
@@ -103,7 +122,8 @@ class OperatorE2E : public ::testing::Test {
     for (char c : name) ns_ += static_cast<char>(std::tolower(c));
     ns_ = ns_.substr(0, 50);
     ASSERT_EQ(Cluster().Kubectl("create namespace " + ns_).exit_code, 0);
-    checkpoints_ = std::make_unique<fulcrum::testing::TemporaryDirectory>("fulcrum-e2e-checkpoints");
+    checkpoints_ =
+        std::make_unique<fulcrum::testing::TemporaryDirectory>("fulcrum-e2e-checkpoints");
   }
   void TearDown() override {
     Kubectl("delete htj --all --wait=true --timeout=120s");
@@ -121,13 +141,14 @@ class OperatorE2E : public ::testing::Test {
   }
   // The example manifest, in this test's namespace, checkpointing to a fresh folder.
   json Example(const std::string& file) const {
-    const CommandResult read =
-        Cluster().Kubectl("create --dry-run=client -o json -f " + SourcePath("crds/examples/" + file));
+    const CommandResult read = Cluster().Kubectl("create --dry-run=client -o json -f " +
+                                                 SourcePath("crds/examples/" + file));
     EXPECT_EQ(read.exit_code, 0) << read.output;
     json job = json::parse(read.output);
     job["metadata"]["namespace"] = ns_;
     if (job["spec"].contains("checkpoint")) {
-      job["spec"]["checkpoint"]["path"] = (checkpoints_->path() / job["metadata"]["name"].get<std::string>()).string();
+      job["spec"]["checkpoint"]["path"] =
+          (checkpoints_->path() / job["metadata"]["name"].get<std::string>()).string();
     }
     return job;
   }
@@ -137,7 +158,9 @@ class OperatorE2E : public ::testing::Test {
     const CommandResult applied = Kubectl("apply -f " + ShellQuote(file));
     ASSERT_EQ(applied.exit_code, 0) << applied.output;
   }
-  json Status(const std::string& job) const { return GetJson("htj " + job).value("status", json::object()); }
+  json Status(const std::string& job) const {
+    return GetJson("htj " + job).value("status", json::object());
+  }
   // The job's pods that are not being deleted, by name.
   std::map<std::string, json> Pods() const {
     std::map<std::string, json> pods;
@@ -174,10 +197,13 @@ class OperatorE2E : public ::testing::Test {
   std::set<std::string> EventReasons() const {
     std::set<std::string> reasons;
     const json events = GetJson("events");
-    for (const json& event : events.value("items", json::array())) reasons.insert(event.value("reason", ""));
+    for (const json& event : events.value("items", json::array()))
+      reasons.insert(event.value("reason", ""));
     return reasons;
   }
-  std::string Describe(const std::string& job) const { return Kubectl("describe htj " + job).output; }
+  std::string Describe(const std::string& job) const {
+    return Kubectl("describe htj " + job).output;
+  }
 
   static inline std::unique_ptr<OperatorProcess> operator_;
   static inline int coordinator_port_ = 0;
@@ -186,7 +212,11 @@ class OperatorE2E : public ::testing::Test {
 };
 
 void Relabel(const std::string& node, const std::string& slowdown) {
-  ASSERT_EQ(Cluster().Kubectl("label node " + node + " fulcrum.dev/emulated-slowdown=" + slowdown + " --overwrite").exit_code, 0);
+  ASSERT_EQ(Cluster()
+                .Kubectl("label node " + node + " fulcrum.dev/emulated-slowdown=" + slowdown +
+                         " --overwrite")
+                .exit_code,
+            0);
 }
 
 TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithoutRestarts) {
@@ -228,7 +258,8 @@ TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithout
       120s);
   Relabel("a100-local-0", "1");
   ASSERT_TRUE(rebalanced) << Describe("mixed-gpus");
-  std::printf("slowed at step %lld; rebalanced at step %lld: %s\n", static_cast<long long>(slowed_at),
+  std::printf("slowed at step %lld; rebalanced at step %lld: %s\n",
+              static_cast<long long>(slowed_at),
               static_cast<long long>(rebalance["step"].get<int64_t>()), rebalance.dump().c_str());
   // Within 20 steps of the slowdown (the plan's apply lead is included in that).
   EXPECT_LE(rebalance["step"].get<int64_t>(), slowed_at + 20 + 3);
@@ -256,16 +287,21 @@ TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithout
   // Deleting the job removes its pods, Service, Secret and coordinator state.
   ASSERT_EQ(Kubectl("delete htj mixed-gpus --wait=true --timeout=120s").exit_code, 0);
   EXPECT_TRUE(WaitUntil([&] { return Pods().empty(); }, 120s));
-  EXPECT_TRUE(WaitUntil([&] {
-    return GetJson("services").value("items", json::array()).empty() &&
-           GetJson("secrets -l app.kubernetes.io/managed-by=fulcrum-operator")
-               .value("items", json::array())
-               .empty();
-  }, 60s));
-  EXPECT_TRUE(WaitUntil([&] {
-    return operator_->Metrics().find("fulcrum_job_step{job=\"mixed-gpus\",namespace=\"" + ns_) ==
-           std::string::npos;
-  }, 30s)) << "the deleted job's series are gone";
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return GetJson("services").value("items", json::array()).empty() &&
+               GetJson("secrets -l app.kubernetes.io/managed-by=fulcrum-operator")
+                   .value("items", json::array())
+                   .empty();
+      },
+      60s));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return operator_->Metrics().find("fulcrum_job_step{job=\"mixed-gpus\",namespace=\"" +
+                                         ns_) == std::string::npos;
+      },
+      30s))
+      << "the deleted job's series are gone";
 }
 
 // A job that keeps training for the tests that change it while it runs.
@@ -281,18 +317,27 @@ TEST_F(OperatorE2E, GlobalBatchAndMaxReplicasEditsApplyLiveWithoutRestartingTheO
   const auto before = Identities();
   ASSERT_EQ(before.size(), 3u);
   const int64_t generation = Status("mixed-gpus")["membershipGeneration"];
-  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"globalBatchSize\":192}}'").exit_code, 0);
-  ASSERT_TRUE(WaitUntil([&] {
-    int sum = 0;
-    const json status = Status("mixed-gpus");
-    for (const json& worker : status["workers"]) sum += worker["localBatch"].get<int>();
-    return sum == 192;
-  }, 60s)) << Describe("mixed-gpus");
+  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"globalBatchSize\":192}}'")
+                .exit_code,
+            0);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        int sum = 0;
+        const json status = Status("mixed-gpus");
+        for (const json& worker : status["workers"]) sum += worker["localBatch"].get<int>();
+        return sum == 192;
+      },
+      60s))
+      << Describe("mixed-gpus");
   EXPECT_EQ(Status("mixed-gpus")["membershipGeneration"], generation) << "nobody re-formed";
   EXPECT_EQ(Identities(), before);
 
-  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"replicas\":{\"max\":2}}}'").exit_code, 0);
-  ASSERT_TRUE(WaitUntil([&] { return Pods().size() == 2 && Status("mixed-gpus").value("readyWorkers", 0) == 2; }, 120s))
+  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"replicas\":{\"max\":2}}}'")
+                .exit_code,
+            0);
+  ASSERT_TRUE(WaitUntil(
+      [&] { return Pods().size() == 2 && Status("mixed-gpus").value("readyWorkers", 0) == 2; },
+      120s))
       << Describe("mixed-gpus");
   auto after = Identities();
   for (const auto& [name, identity] : after) {
@@ -301,7 +346,8 @@ TEST_F(OperatorE2E, GlobalBatchAndMaxReplicasEditsApplyLiveWithoutRestartingTheO
   EXPECT_FALSE(after.contains("mixed-gpus-worker-2")) << "the highest worker was drained";
   EXPECT_TRUE(EventReasons().contains("ScaledDown"));
   const int64_t step = Step("mixed-gpus");
-  EXPECT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 10; }, 120s)) << "training goes on";
+  EXPECT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 10; }, 120s))
+      << "training goes on";
 }
 
 TEST_F(OperatorE2E, AKilledOperatorRestartsAndTheJobContinuesWithoutDuplicatePods) {
@@ -312,7 +358,8 @@ TEST_F(OperatorE2E, AKilledOperatorRestartsAndTheJobContinuesWithoutDuplicatePod
   operator_->Kill();
   std::this_thread::sleep_for(3s);
   operator_->Start();  // takes the lease once the old one expires (6 s)
-  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 20; }, 180s)) << Describe("mixed-gpus");
+  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 20; }, 180s))
+      << Describe("mixed-gpus");
   EXPECT_TRUE(WaitForPhase("mixed-gpus", "Running", 60s, 3));
   EXPECT_EQ(Identities(), before) << "the same pods, none added";
 }
@@ -328,57 +375,72 @@ TEST_F(OperatorE2E, ADeletedNodesWorkerIsRemovedTrainingGoesOnAndARegisteredNode
   ASSERT_FALSE(t4_pod.empty());
   ASSERT_EQ(Cluster().Kubectl("delete node t4-local-0").exit_code, 0);
   ASSERT_TRUE(WaitUntil([&] { return !Pods().contains(t4_pod); }, 120s)) << Describe("mixed-gpus");
-  ASSERT_TRUE(WaitUntil([&] {
-    const json status = Status("mixed-gpus");
-    return status.value("membershipGeneration", int64_t{0}) > generation &&
-           status.value("readyWorkers", 0) == 2;
-  }, 120s)) << Describe("mixed-gpus");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const json status = Status("mixed-gpus");
+        return status.value("membershipGeneration", int64_t{0}) > generation &&
+               status.value("readyWorkers", 0) == 2;
+      },
+      120s))
+      << Describe("mixed-gpus");
   // Training goes on at the next membership generation; the step never goes back.
   const int64_t resumed_from = Step("mixed-gpus");
   int64_t last = resumed_from;
   bool never_back = true;
-  EXPECT_TRUE(WaitUntil([&] {
-    const int64_t now = Step("mixed-gpus");
-    never_back = never_back && now >= last;
-    last = now;
-    return now > resumed_from + 10;
-  }, 120s));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        const int64_t now = Step("mixed-gpus");
+        never_back = never_back && now >= last;
+        last = now;
+        return now > resumed_from + 10;
+      },
+      120s));
   EXPECT_TRUE(never_back);
   EXPECT_TRUE(EventReasons().contains("WorkerLost"));
   EXPECT_TRUE(Status("mixed-gpus").value("workerFailures", json::array()).empty())
       << "a lost node is not a failure of the job";
 
   // The agent registers the node again when restarted (killed: its other pods keep running).
-  const std::string ctl = ShellQuote(SourcePath("tests/cluster/ctl")) + " --dir " + ShellQuote(Cluster().dir);
+  const std::string ctl =
+      ShellQuote(SourcePath("tests/cluster/ctl")) + " --dir " + ShellQuote(Cluster().dir);
   ASSERT_EQ(RunShell(ctl + " kill node-agent").exit_code, 0);
   ASSERT_EQ(RunShell(ctl + " start node-agent").exit_code, 0);
   ASSERT_TRUE(WaitUntil([&] { return Status("mixed-gpus").value("readyWorkers", 0) == 3; }, 180s))
-      << "the job grows onto the node that came back\n" << Describe("mixed-gpus");
+      << "the job grows onto the node that came back\n"
+      << Describe("mixed-gpus");
 }
 
 TEST_F(OperatorE2E, SuspendCheckpointsAndDeletesThePodsAndResumeContinuesFromTheCheckpoint) {
   json job = LongJob(Example("mixed-gpus.yaml"));
-  job["spec"]["checkpoint"] = {{"path", (checkpoints_->path() / "suspend").string()}, {"everySteps", 1000}};
+  job["spec"]["checkpoint"] = {{"path", (checkpoints_->path() / "suspend").string()},
+                               {"everySteps", 1000}};
   Apply(job);
   ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 3)) << Describe("mixed-gpus");
   ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") >= 30; }, 120s));
-  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"suspend\":true}}'").exit_code, 0);
+  ASSERT_EQ(
+      Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"suspend\":true}}'").exit_code, 0);
   ASSERT_TRUE(WaitForPhase("mixed-gpus", "Suspended", 120s)) << Describe("mixed-gpus");
   ASSERT_TRUE(WaitUntil([&] { return Pods().empty(); }, 120s)) << Describe("mixed-gpus");
   const int64_t suspended_at = Step("mixed-gpus");
   EXPECT_TRUE(EventReasons().contains("Suspended"));
-  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"suspend\":false}}'").exit_code, 0);
+  ASSERT_EQ(
+      Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"suspend\":false}}'").exit_code,
+      0);
   ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s)) << Describe("mixed-gpus");
   // The trainers resumed from the checkpoint written on STOP, not from step 0.
   json resumed;
-  ASSERT_TRUE(WaitUntil([&] {
-    std::istringstream logs(Kubectl("logs mixed-gpus-worker-0").output);
-    for (std::string line; std::getline(logs, line);) {
-      const json entry = json::parse(line, nullptr, false);
-      if (entry.is_object() && entry.value("msg", "") == "resumed from checkpoint") resumed = entry;
-    }
-    return !resumed.is_null();
-  }, 120s)) << Kubectl("logs mixed-gpus-worker-0").output;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        std::istringstream logs(Kubectl("logs mixed-gpus-worker-0").output);
+        for (std::string line; std::getline(logs, line);) {
+          const json entry = json::parse(line, nullptr, false);
+          if (entry.is_object() && entry.value("msg", "") == "resumed from checkpoint")
+            resumed = entry;
+        }
+        return !resumed.is_null();
+      },
+      120s))
+      << Kubectl("logs mixed-gpus-worker-0").output;
   EXPECT_GE(resumed.value("step", int64_t{0}), 30);
   EXPECT_GE(Step("mixed-gpus"), suspended_at) << "the step never goes back";
 }
@@ -405,10 +467,12 @@ TEST_F(OperatorE2E, AWorkerWhoseGpuCannotHelpIsReleasedInsteadOfHeldIdle) {
   Relabel("t4-local-0", "100");
   const auto slowed = std::chrono::steady_clock::now();
   json released;
-  const bool was_released = WaitUntil([&] {
-    released = Status("mixed-gpus").value("releasedWorkers", json::array());
-    return !released.empty();
-  }, 480s);
+  const bool was_released = WaitUntil(
+      [&] {
+        released = Status("mixed-gpus").value("releasedWorkers", json::array());
+        return !released.empty();
+      },
+      480s);
   std::printf("released %.0f s after the slowdown\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - slowed).count());
   Relabel("t4-local-0", "4");
@@ -419,9 +483,11 @@ TEST_F(OperatorE2E, AWorkerWhoseGpuCannotHelpIsReleasedInsteadOfHeldIdle) {
   EXPECT_TRUE(EventReasons().contains("WorkerReleased"));
   ASSERT_TRUE(WaitUntil([&] { return Status("mixed-gpus").value("readyWorkers", 0) == 2; }, 120s));
   const int64_t step = Step("mixed-gpus");
-  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 10; }, 120s)) << "training goes on";
+  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 10; }, 120s))
+      << "training goes on";
   for (const auto& [name, pod] : Pods()) {
-    EXPECT_NE(pod["spec"].value("nodeName", ""), "t4-local-0") << "no new worker on the released node";
+    EXPECT_NE(pod["spec"].value("nodeName", ""), "t4-local-0")
+        << "no new worker on the released node";
   }
 }
 
@@ -438,18 +504,25 @@ TEST_F(OperatorE2E, AnApiServerRestartMidJobIsSurvivedWatchesRecoverAndTrainingG
   ASSERT_NO_FATAL_FAILURE(ClusterCtl("stop", "kube-apiserver"));
   std::this_thread::sleep_for(8s);  // longer than the operator's renew deadline (4 s)
   ASSERT_NO_FATAL_FAILURE(ClusterCtl("start", "kube-apiserver"));
-  ASSERT_TRUE(WaitUntil([] { return Cluster().Kubectl("get --raw /readyz").exit_code == 0; }, 180s));
+  ASSERT_TRUE(
+      WaitUntil([] { return Cluster().Kubectl("get --raw /readyz").exit_code == 0; }, 180s));
   const int64_t step = Step("mixed-gpus");
   ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 20; }, 180s))
-      << "the operator writes status again\n" << Describe("mixed-gpus");
+      << "the operator writes status again\n"
+      << Describe("mixed-gpus");
   // Its job watch recovered: an edit made now is applied.
-  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"globalBatchSize\":150}}'").exit_code, 0);
-  EXPECT_TRUE(WaitUntil([&] {
-    const json status = Status("mixed-gpus");
-    int sum = 0;
-    for (const json& worker : status["workers"]) sum += worker["localBatch"].get<int>();
-    return sum == 150;
-  }, 120s)) << Describe("mixed-gpus");
+  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"globalBatchSize\":150}}'")
+                .exit_code,
+            0);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        const json status = Status("mixed-gpus");
+        int sum = 0;
+        for (const json& worker : status["workers"]) sum += worker["localBatch"].get<int>();
+        return sum == 150;
+      },
+      120s))
+      << Describe("mixed-gpus");
   EXPECT_EQ(Identities(), before) << "no pod was restarted or replaced";
 }
 
@@ -459,7 +532,8 @@ TEST_F(OperatorE2E, OnlyTheLeaderActsAndAKilledLeaderHandsOverAndTrainersReconne
   Apply(LongJob(Example("mixed-gpus.yaml")));
   ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 3)) << Describe("mixed-gpus");
   const auto lease = [] {
-    const CommandResult got = Cluster().Kubectl("-n fulcrum-system get lease fulcrum-operator -o json");
+    const CommandResult got =
+        Cluster().Kubectl("-n fulcrum-system get lease fulcrum-operator -o json");
     return got.exit_code == 0 ? json::parse(got.output, nullptr, false)["spec"] : json();
   };
   ASSERT_EQ(lease().value("holderIdentity", ""), "operator-a");
@@ -470,10 +544,13 @@ TEST_F(OperatorE2E, OnlyTheLeaderActsAndAKilledLeaderHandsOverAndTrainersReconne
   const auto killed = std::chrono::steady_clock::now();
   operator_->Kill();
   ASSERT_TRUE(WaitUntil([&] { return lease().value("holderIdentity", "") == "operator-b"; }, 60s));
-  const double handover = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-  std::printf("lease handed over %.1f s after the leader was killed (lease duration 6 s)\n", handover);
+  const double handover =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  std::printf("lease handed over %.1f s after the leader was killed (lease duration 6 s)\n",
+              handover);
   ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 20; }, 180s))
-      << "trainers reconnected to the new leader\n" << Describe("mixed-gpus");
+      << "trainers reconnected to the new leader\n"
+      << Describe("mixed-gpus");
   EXPECT_EQ(Identities(), before) << "the same pods: trainers were not restarted";
   EXPECT_NE(fulcrum::testing::ReadFile(standby.log_path()).find("leading:"), std::string::npos);
   operator_->Start();  // a standby again, for whatever runs next

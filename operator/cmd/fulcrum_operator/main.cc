@@ -41,14 +41,16 @@ int Fail(int code, const Error& error) {
 
 std::string HostName() {
   char name[256] = {};
-  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("fulcrum-operator");
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name)
+                                                 : std::string("fulcrum-operator");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  Result<operator_main::OperatorConfig> config = operator_main::ParseOperatorConfig(args, HostName());
+  Result<operator_main::OperatorConfig> config =
+      operator_main::ParseOperatorConfig(args, HostName());
   if (!config.ok()) {
     if (config.error().code == ErrorCode::kFailedPrecondition) {  // --help
       std::cout << config.error().message;
@@ -65,10 +67,13 @@ int main(int argc, char** argv) {
 
   Result<kube::ClusterConfig> cluster =
       kube::LoadDefaultConfig(config->kubeconfig, "", kube::ProcessEnvironment());
-  if (!cluster.ok()) return Fail(kInvalidInput, Error{cluster.error().code, cluster.error().message, "kubeconfig"});
+  if (!cluster.ok())
+    return Fail(kInvalidInput, Error{cluster.error().code, cluster.error().message, "kubeconfig"});
   auto rest = kube::RestClient::Create(*cluster);
-  if (!rest.ok()) return Fail(kInvalidInput, Error{rest.error().code, rest.error().message, "kubeconfig"});
-  auto client = std::make_shared<kube::ApiClient>(std::shared_ptr<kube::RestClient>(std::move(rest).value()));
+  if (!rest.ok())
+    return Fail(kInvalidInput, Error{rest.error().code, rest.error().message, "kubeconfig"});
+  auto client =
+      std::make_shared<kube::ApiClient>(std::shared_ptr<kube::RestClient>(std::move(rest).value()));
 
   operator_main::OperatorMetrics metrics;
   // Jobs live here across leadership; the gRPC server serves them only while leading.
@@ -86,17 +91,17 @@ int main(int argc, char** argv) {
   options.reconciler.keys = config->gpu_labels;
   options.reconciler.status_min_interval = config->status_min_interval;
   controller::JobObserver job_observer{
-      .updated = [&metrics](const std::string& ns, const std::string& name, const std::string&,
-                            const coordinator::JobSessionSnapshot& training) {
-        metrics.UpdateJob(ns, name, training);
-      },
+      .updated =
+          [&metrics](const std::string& ns, const std::string& name, const std::string&,
+                     const coordinator::JobSessionSnapshot& training) {
+            metrics.UpdateJob(ns, name, training);
+          },
       .removed = [&metrics](const std::string& ns,
                             const std::string& name) { metrics.RemoveJob(ns, name); },
   };
   controller::ControllerObserver observer{
-      .reconciled = [&metrics](double seconds, bool error) {
-        metrics.ObserveReconcile(seconds, error);
-      },
+      .reconciled = [&metrics](double seconds,
+                               bool error) { metrics.ObserveReconcile(seconds, error); },
       .dequeued =
           [&metrics](std::size_t depth, double waited) {
             metrics.SetQueueDepth(depth);
@@ -146,10 +151,11 @@ int main(int argc, char** argv) {
       },
   };
   auto metrics_text = [&metrics] { return metrics.Serialize(); };
-  auto health = operator_main::HttpEndpoints::Start(config->health_listen, probes, {}, "health.listen");
+  auto health =
+      operator_main::HttpEndpoints::Start(config->health_listen, probes, {}, "health.listen");
   if (!health.ok()) return Fail(kStartFailure, health.error());
-  auto metrics_server =
-      operator_main::HttpEndpoints::Start(config->metrics_listen, {}, metrics_text, "metrics.listen");
+  auto metrics_server = operator_main::HttpEndpoints::Start(config->metrics_listen, {},
+                                                            metrics_text, "metrics.listen");
   if (!metrics_server.ok()) return Fail(kStartFailure, metrics_server.error());
   log::Info(kComponent, "", "started",
             {{"identity", config->leader_election.identity},

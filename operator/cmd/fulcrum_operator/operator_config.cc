@@ -77,8 +77,8 @@ Status CheckListen(const std::string& value, const std::string& where, bool any_
   const char* begin = value.data() + (colon == std::string::npos ? 0 : colon + 1);
   const char* end = value.data() + value.size();
   const int lowest = any_port ? 0 : 1;
-  if (colon == std::string::npos || std::from_chars(begin, end, port).ptr != end ||
-      port < lowest || port > 65535) {
+  if (colon == std::string::npos || std::from_chars(begin, end, port).ptr != end || port < lowest ||
+      port > 65535) {
     return InvalidArgument(where, "expected HOST:PORT with a port in " + std::to_string(lowest) +
                                       "..65535, got \"" + value + "\"");
   }

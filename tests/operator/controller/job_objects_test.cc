@@ -125,15 +125,19 @@ TEST(TrainerPod, NodesWhereTheJobReleasedAWorkerAreExcluded) {
   const JobSpec job = ParseJobSpec(MixedGpusJob()).value();
   TrainerPodOptions options;
   options.excluded_nodes = {"t4-node-0"};
-  const nlohmann::json term = TrainerPod(job, 0, options)["spec"]["affinity"]["nodeAffinity"]
-      ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0];
-  EXPECT_EQ(term["matchFields"][0],
-            (nlohmann::json{{"key", "metadata.name"}, {"operator", "NotIn"}, {"values", {"t4-node-0"}}}));
+  const nlohmann::json term = TrainerPod(
+      job, 0, options)["spec"]["affinity"]["nodeAffinity"]
+                      ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0];
+  EXPECT_EQ(
+      term["matchFields"][0],
+      (nlohmann::json{{"key", "metadata.name"}, {"operator", "NotIn"}, {"values", {"t4-node-0"}}}));
   EXPECT_FALSE(term["matchExpressions"].empty()) << "the product rules still apply";
   options.excluded_nodes.clear();
-  EXPECT_FALSE(TrainerPod(job, 0, options)["spec"]["affinity"]["nodeAffinity"]
-                   ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
-                       .contains("matchFields"));
+  EXPECT_FALSE(
+      TrainerPod(job, 0,
+                 options)["spec"]["affinity"]["nodeAffinity"]
+                         ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+                             .contains("matchFields"));
 }
 
 TEST(TrainerPod, CpuWorkersAskForNoGpuAndTorchScriptJobsPassTheirFiles) {

@@ -50,12 +50,11 @@ coordinator::JobSessionSnapshot Training() {
        .fitted_fixed_seconds = 0,
        .fitted_seconds_per_sample = 0},
   };
-  training.last_rebalance = {
-      .apply_at_step = 30,
-      .reason = "w-1 slowed down",
-      .unix_seconds = 1.7e9,
-      .batches = {64, 32},
-      .predicted_gain = 0.2};
+  training.last_rebalance = {.apply_at_step = 30,
+                             .reason = "w-1 slowed down",
+                             .unix_seconds = 1.7e9,
+                             .batches = {64, 32},
+                             .predicted_gain = 0.2};
   return training;
 }
 

@@ -57,9 +57,8 @@ TEST(WorkerPlan, ANewJobGetsAWorkerPerFreeSlotUpToMax) {
 TEST(WorkerPlan, WithoutCapacityItStillAsksForTheMinimumAndWaits) {
   EXPECT_EQ(DecideWorkers(Spec(2, 4), World({}, 0)).create, (std::vector<int>{0, 1}));
   // Pods waiting for the scheduler already hold the minimum: nothing more.
-  EXPECT_TRUE(
-      DecideWorkers(Spec(2, 4), World({Pod(0, "Pending", ""), Pod(1, "Pending", "")}, 0))
-          .create.empty());
+  EXPECT_TRUE(DecideWorkers(Spec(2, 4), World({Pod(0, "Pending", ""), Pod(1, "Pending", "")}, 0))
+                  .create.empty());
 }
 
 TEST(WorkerPlan, CapacityThatAppearsGrowsTheJobIntoFreeIndices) {
@@ -132,9 +131,8 @@ TEST(WorkerPlan, MoreFailuresThanTheBackoffLimitFailTheJobAndStopTheRest) {
 TEST(WorkerPlan, WorkersOnLostNodesAreRemovedForcedOnlyWhenTheNodeIsGone) {
   WorkerWorld world =
       World({Pod(0, "Running", "a100"), Pod(1, "Failed", "v100"), Pod(2, "Running", "t4")}, 0);
-  world.nodes = {{"a100", NodeHealth::kReady},
-                 {"v100", NodeHealth::kGone},
-                 {"t4", NodeHealth::kNotReady}};
+  world.nodes = {
+      {"a100", NodeHealth::kReady}, {"v100", NodeHealth::kGone}, {"t4", NodeHealth::kNotReady}};
   const WorkerDecisions decisions = DecideWorkers(Spec(1, 3), world);
   ASSERT_EQ(decisions.remove.size(), 2u);
   for (const PodRemoval& removal : decisions.remove) {

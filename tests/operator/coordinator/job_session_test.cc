@@ -238,9 +238,9 @@ TEST_F(JobSessionTest, AWorkerWhoseFixedCostAloneOutlastsTheOthersStepIsReleasab
     snapshot = job_->Snapshot();
     for (const MemberSnapshot& member : snapshot.members) {
       const double fixed = member.pod == "c" ? 0.5 : 0.001;  // c: 0.5 s before any sample
-      ASSERT_TRUE(Report(member.pod, 1, step, member.local_batch,
-                         fixed + 0.001 * member.local_batch, out)
-                      .ok());
+      ASSERT_TRUE(
+          Report(member.pod, 1, step, member.local_batch, fixed + 0.001 * member.local_batch, out)
+              .ok());
     }
   }
   snapshot = job_->Snapshot();
@@ -260,9 +260,9 @@ TEST_F(JobSessionTest, NoWorkerIsReleasableWhenAllHelpOrTheMinimumWouldBeBroken)
     for (const MemberSnapshot& member : snapshot.members) {
       // b is hopeless, but min_workers is 2: it stays.
       const double fixed = member.pod == "b" ? 0.5 : 0.001;
-      ASSERT_TRUE(Report(member.pod, 1, step, member.local_batch,
-                         fixed + 0.001 * member.local_batch, out)
-                      .ok());
+      ASSERT_TRUE(
+          Report(member.pod, 1, step, member.local_batch, fixed + 0.001 * member.local_batch, out)
+              .ok());
     }
   }
   for (const MemberSnapshot& member : job_->Snapshot().members) EXPECT_FALSE(member.releasable);
