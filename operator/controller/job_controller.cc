@@ -26,8 +26,7 @@ JobController::JobController(std::shared_ptr<kube::ApiClient> client,
                              coordinator::CoordinatorService& coordinator,
                              kube::EventRecorder* events, JobControllerOptions options,
                              JobObserver job_observer, ControllerObserver observer)
-    : client_(client),
-      options_(std::move(options)),
+    : options_(std::move(options)),
       observer_(std::move(observer)),
       inventory_(options_.reconciler.keys, options_.tolerated_taint_keys),
       jobs_(client, HeteroTrainingJobs(), Watching(options_.watch_namespace)),
@@ -135,10 +134,8 @@ void JobController::Run(std::stop_token stop) {
   EnqueueAll();
   std::vector<std::jthread> workers;
   for (int i = 0; i < options_.workers; ++i) workers.emplace_back([this, queue] { Work(*queue); });
-  std::mutex mutex;
-  std::condition_variable_any stopped;
-  std::unique_lock lock(mutex);
-  stopped.wait(lock, stop, [] { return false; });
+  while (kube::SystemClock()->SleepFor(std::chrono::hours(1), stop)) {
+  }  // until leading ends
   {
     std::lock_guard queue_lock(queue_mutex_);
     queue_.reset();

@@ -62,7 +62,6 @@ class JobController {
   void EnqueueAll();
   void Work(kube::WorkQueue& queue);
 
-  std::shared_ptr<kube::ApiClient> client_;
   JobControllerOptions options_;
   ControllerObserver observer_;
   NodeInventory inventory_;

@@ -24,6 +24,7 @@
 #include "operator/kube/events/event_recorder.h"
 #include "operator/kube/leaderelection/leader_elector.h"
 #include "operator/kube/rest/rest_client.h"
+#include "operator/kube/util/clock.h"
 
 namespace {
 
@@ -115,8 +116,6 @@ int main(int argc, char** argv) {
   // leader's process still holds the port) and reconcile, until leadership or the process ends.
   auto lead = [&](std::stop_token stop) {
     std::unique_ptr<coordinator::CoordinatorServer> server;
-    std::mutex mutex;
-    std::condition_variable_any wake;
     while (!stop.stop_requested()) {
       auto started = coordinator::CoordinatorServer::Start(config->coordinator_listen, coordinator);
       if (started.ok()) {
@@ -126,8 +125,7 @@ int main(int argc, char** argv) {
       log::Warn(kComponent, "", "cannot serve the coordinator yet; retrying",
                 {{"coordinator_listen", config->coordinator_listen},
                  {"error", started.error().ToString()}});
-      std::unique_lock lock(mutex);
-      wake.wait_for(lock, stop, std::chrono::seconds(1), [] { return false; });
+      kube::SystemClock()->SleepFor(std::chrono::seconds(1), stop);
     }
     if (!server) return;
     log::Info(kComponent, "", "leading: coordinating and reconciling",
@@ -167,13 +165,9 @@ int main(int argc, char** argv) {
 
   controller.Start();
   std::jthread phase_metrics([&](std::stop_token stop) {
-    std::mutex mutex;
-    std::condition_variable_any wake;
-    std::unique_lock lock(mutex);
-    while (!stop.stop_requested()) {
+    do {
       metrics.SetJobsByPhase(controller.JobsByPhase());
-      wake.wait_for(lock, stop, kPhaseMetricsPeriod, [] { return false; });
-    }
+    } while (kube::SystemClock()->SleepFor(kPhaseMetricsPeriod, stop));
   });
 
   std::jthread reconciling;
