@@ -348,10 +348,8 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   if (!session.ok()) return session.error();
   // Before any pod starts; again after an operator restart; and on every edit (applied live).
   if (Status status = coordinator_.AddJob(*session); !status.ok()) return status.error();
-  coordinator::JobSessionSnapshot training;
-  for (coordinator::JobSessionSnapshot& snapshot : coordinator_.Snapshot()) {
-    if (snapshot.name == job_name) training = std::move(snapshot);
-  }
+  const coordinator::JobSessionSnapshot training =
+      coordinator_.SnapshotOf(job_name).value_or(coordinator::JobSessionSnapshot{});
 
   const nlohmann::json previous = CurrentStatus(job);
   const std::string previous_phase = StatusPhase(previous);

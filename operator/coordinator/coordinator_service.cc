@@ -139,14 +139,17 @@ CoordinatorService::~CoordinatorService() {
 }
 
 Status CoordinatorService::AddJob(JobSessionConfig config) {
-  Result<JobSession> job = JobSession::Create(config);
-  if (!job.ok()) return job.error();
   std::lock_guard lock(mutex_);
   const auto existing = jobs_.find(config.name);
-  if (existing != jobs_.end()) {
-    if (existing->second.membership_generation() > 0) {
-      return existing->second.Reconfigure(std::move(config), Clock::now());
-    }
+  if (existing != jobs_.end() && (existing->second.config().token == config.token ||
+                                  existing->second.membership_generation() > 0)) {
+    // The same job again (the operator registers it on every reconcile), or an edit: trainers
+    // that joined stay, also those still waiting for min_workers.
+    return existing->second.Reconfigure(std::move(config), Clock::now());
+  }
+  Result<JobSession> job = JobSession::Create(config);
+  if (!job.ok()) return job.error();
+  if (existing != jobs_.end()) {  // not started, new token: start over
     existing->second = std::move(*job);
     return Ok();
   }
@@ -187,6 +190,13 @@ Status CoordinatorService::SendControl(const std::string& job, fulcrum::v1::Cont
   it->second.SendControl(action, reason, out);
   Deliver(job, out);
   return Ok();
+}
+
+std::optional<JobSessionSnapshot> CoordinatorService::SnapshotOf(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  const auto job = jobs_.find(name);
+  if (job == jobs_.end()) return std::nullopt;
+  return job->second.Snapshot();
 }
 
 std::vector<JobSessionSnapshot> CoordinatorService::Snapshot() const {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,8 +37,9 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
   CoordinatorService(const CoordinatorService&) = delete;
   CoordinatorService& operator=(const CoordinatorService&) = delete;
 
-  // Registers a job, replaces its configuration if it has not started yet, or applies a live
-  // edit to a running one (JobSession::Reconfigure: same token, nobody restarts).
+  // Registers a job; for a known one, applies the configuration in place
+  // (JobSession::Reconfigure: members stay, nobody restarts). Only a job that has not started
+  // may change its token, and is then started over.
   Status AddJob(JobSessionConfig config);
   bool HasJob(const std::string& name) const;
   // For a trainer whose Hello names no GPU product (or "cpu"): the product of its node, ""
@@ -47,6 +49,7 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
   Status SendControl(const std::string& job, fulcrum::v1::Control::Action action,
                      const std::string& reason);
   std::vector<JobSessionSnapshot> Snapshot() const;
+  std::optional<JobSessionSnapshot> SnapshotOf(const std::string& name) const;
 
   grpc::Status Session(grpc::ServerContext* context,
                        grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage,

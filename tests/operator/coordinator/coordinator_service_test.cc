@@ -144,6 +144,24 @@ TEST_F(CoordinatorServiceTest, AddingARunningJobAgainAppliesTheEditLive) {
   EXPECT_FALSE(server_->service().HasJob("other"));
 }
 
+TEST_F(CoordinatorServiceTest, RegisteringAWaitingJobAgainKeepsTheTrainersThatJoined) {
+  JobSessionConfig waiting = DemoJob();
+  waiting.name = "waiting";
+  waiting.min_workers = 2;
+  ASSERT_TRUE(server_->service().AddJob(waiting).ok());
+  Trainer first(channel_);
+  ASSERT_TRUE(first.Hello("p0", "waiting"));
+  ASSERT_TRUE(fulcrum::testing::WaitUntil(
+      [&] { return server_->service().SnapshotOf("waiting")->members.size() == 1; }));
+  ASSERT_TRUE(server_->service().AddJob(waiting).ok());  // as the operator does on every reconcile
+  Trainer second(channel_);
+  ASSERT_TRUE(second.Hello("p1", "waiting"));
+  const auto assignment = first.NextAssignment();
+  ASSERT_TRUE(assignment.has_value());
+  EXPECT_EQ(assignment->world_size(), 2) << "p0 was still a member when p1 made two";
+  EXPECT_FALSE(server_->service().SnapshotOf("nobody").has_value());
+}
+
 TEST_F(CoordinatorServiceTest, ControlsReachEveryConnectedTrainer) {
   Trainer trainer(channel_);
   ASSERT_TRUE(trainer.Hello("a"));
