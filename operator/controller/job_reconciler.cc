@@ -69,6 +69,11 @@ bool Terminating(const nlohmann::json& object) {
   return object["metadata"].contains("deletionTimestamp");
 }
 
+// Holds or will hold its node's GPUs: not being deleted, not ended.
+bool Active(const WorkerPod& pod) {
+  return !pod.terminating && pod.phase != "Succeeded" && pod.phase != "Failed";
+}
+
 WorkerPod ReadWorkerPod(const nlohmann::json& pod) {
   WorkerPod worker;
   worker.name = pod["metadata"].value("name", "");
@@ -260,7 +265,7 @@ Status JobReconciler::EnsureService(const JobSpec& spec) {
   return Ok();
 }
 
-int JobReconciler::FreeSlots(const JobSpec& spec, const std::vector<kube::CachedObject>& own_pods,
+int JobReconciler::FreeSlots(const JobSpec& spec, const std::vector<WorkerPod>& own_pods,
                              const std::set<std::string>& excluded) const {
   std::map<std::string, int> used_gpus;
   std::map<std::string, int> own_on_node;
@@ -271,14 +276,12 @@ int JobReconciler::FreeSlots(const JobSpec& spec, const std::vector<kube::Cached
     used_gpus[node] += RequestedGpus(pod, options_.keys.resource);
   }
   int waiting = 0;
-  for (const kube::CachedObject& cached : own_pods) {
-    const nlohmann::json pod = cached.ToJson();
-    if (Terminating(pod) || Finished(pod)) continue;
-    const std::string node = pod["spec"].value("nodeName", "");
-    if (node.empty()) {
+  for (const WorkerPod& pod : own_pods) {
+    if (!Active(pod)) continue;
+    if (pod.node.empty()) {
       ++waiting;
     } else {
-      ++own_on_node[node];
+      ++own_on_node[pod.node];
     }
   }
   // gpuSelector.maxWorkersPerProduct: what is left of each cap after the job's placed workers.
@@ -306,14 +309,12 @@ int JobReconciler::FreeSlots(const JobSpec& spec, const std::vector<kube::Cached
 }
 
 JobSpec JobReconciler::PlacementSpec(const JobSpec& spec,
-                                     const std::vector<kube::CachedObject>& own_pods) const {
+                                     const std::vector<WorkerPod>& own_pods) const {
   if (spec.max_workers_per_product.empty()) return spec;
   std::map<std::string, int> placed;
-  for (const kube::CachedObject& cached : own_pods) {
-    const nlohmann::json pod = cached.ToJson();
-    if (Terminating(pod) || Finished(pod)) continue;
-    const std::optional<GpuNode> node = inventory_.Get(pod["spec"].value("nodeName", ""));
-    if (node) ++placed[node->product];
+  for (const WorkerPod& pod : own_pods) {
+    if (!Active(pod)) continue;
+    if (const std::optional<GpuNode> node = inventory_.Get(pod.node)) ++placed[node->product];
   }
   JobSpec placement = spec;
   for (const auto& [product, cap] : spec.max_workers_per_product) {
@@ -359,16 +360,6 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   world.now = now;
   world.failures = ReadWorkerFailures(previous);
   world.was_suspended = previous_phase == "Suspended";
-  const JobSpec placement = PlacementSpec(spec, *own_pods);
-  std::vector<ReleasedWorker> released = ReadReleasedWorkers(previous);
-  std::set<std::string> released_nodes;
-  for (const ReleasedWorker& worker : released) released_nodes.insert(worker.node);
-  world.free_slots = FreeSlots(placement, *own_pods, released_nodes);
-  if (!spec.suspend) {
-    for (const coordinator::MemberSnapshot& member : training.members) {
-      if (member.releasable) world.releasable.insert(member.pod);
-    }
-  }
   for (const kube::CachedObject& cached : *own_pods) {
     WorkerPod pod = ReadWorkerPod(cached.ToJson());
     if (!pod.node.empty() && !world.nodes.contains(pod.node)) {
@@ -377,6 +368,16 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
           !node ? NodeHealth::kGone : (node->ready ? NodeHealth::kReady : NodeHealth::kNotReady);
     }
     world.pods.push_back(std::move(pod));
+  }
+  const JobSpec placement = PlacementSpec(spec, world.pods);
+  std::vector<ReleasedWorker> released = ReadReleasedWorkers(previous);
+  std::set<std::string> released_nodes;
+  for (const ReleasedWorker& worker : released) released_nodes.insert(worker.node);
+  world.free_slots = FreeSlots(placement, world.pods, released_nodes);
+  if (!spec.suspend) {
+    for (const coordinator::MemberSnapshot& member : training.members) {
+      if (member.releasable) world.releasable.insert(member.pod);
+    }
   }
 
   JobState state;

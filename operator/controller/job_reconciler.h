@@ -19,6 +19,7 @@
 #include "operator/controller/job_objects.h"
 #include "operator/controller/job_spec.h"
 #include "operator/controller/node_inventory.h"
+#include "operator/controller/worker_plan.h"
 #include "operator/coordinator/coordinator_service.h"
 #include "operator/kube/cache/store.h"
 #include "operator/kube/client/api_client.h"
@@ -87,12 +88,12 @@ class JobReconciler {
   Result<std::string> EnsureToken(const JobSpec& spec);
   Status EnsureService(const JobSpec& spec);
   // Worker slots for this job on nodes it may use (not `excluded`), left by every trainer pod.
-  int FreeSlots(const JobSpec& spec, const std::vector<kube::CachedObject>& own_pods,
+  int FreeSlots(const JobSpec& spec, const std::vector<WorkerPod>& own_pods,
                 const std::set<std::string>& excluded) const;
   TrainerPodOptions PodOptions(const JobSpec& spec) const;
   // The spec new pods are placed by: gpuSelector plus the products whose
   // maxWorkersPerProduct the job's placed workers already reach.
-  JobSpec PlacementSpec(const JobSpec& spec, const std::vector<kube::CachedObject>& own_pods) const;
+  JobSpec PlacementSpec(const JobSpec& spec, const std::vector<WorkerPod>& own_pods) const;
   // The stored status, or the one this reconciler wrote last if the cache has not caught up.
   nlohmann::json CurrentStatus(const nlohmann::json& job);
   // Writes `status` if it differs from the stored one in a way users notice, or differs at

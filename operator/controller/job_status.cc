@@ -34,11 +34,6 @@ nlohmann::json Carry(const Condition& condition, const nlohmann::json& previous,
 
 constexpr const char* kTimeFormat = "%Y-%m-%dT%H:%M:%SZ";
 
-std::string Rfc3339(double unix_seconds) {
-  return absl::FormatTime(kTimeFormat, absl::FromUnixSeconds(static_cast<int64_t>(unix_seconds)),
-                          absl::UTCTimeZone());
-}
-
 nlohmann::json WithoutProgress(nlohmann::json status) {
   status.erase("step");
   status.erase("throughput");
@@ -120,7 +115,9 @@ nlohmann::json BuildJobStatus(const JobState& state,
     status["conditions"].push_back(Carry(condition, previous, state.observed_generation, now));
   }
   if (training.last_rebalance.apply_at_step >= 0) {
-    status["lastRebalance"] = {{"time", Rfc3339(training.last_rebalance.unix_seconds)},
+    const std::chrono::system_clock::time_point decided{
+        std::chrono::seconds(static_cast<int64_t>(training.last_rebalance.unix_seconds))};
+    status["lastRebalance"] = {{"time", Rfc3339(decided)},
                                {"step", training.last_rebalance.apply_at_step},
                                {"reason", training.last_rebalance.reason},
                                {"predictedGain", training.last_rebalance.predicted_gain}};

@@ -82,11 +82,6 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
     }
     active.push_back(&pod);
   }
-  const auto remove_active = [&](RemovalReason reason) {
-    for (const WorkerPod* pod : active) decisions.remove.push_back({pod->name, pod->uid, reason});
-    active.clear();
-  };
-
   const std::size_t failures = world.failures.size() + decisions.new_failures.size();
   if (failures > static_cast<std::size_t>(spec.backoff_limit)) {
     decisions.failed_reason = "BackoffLimitExceeded";
@@ -96,7 +91,9 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
         (decisions.new_failures.empty() ? world.failures.back() : decisions.new_failures.back())
             .reason +
         ". See the pods' logs and Events";
-    remove_active(RemovalReason::kFinished);
+    for (const WorkerPod* pod : active) {
+      decisions.remove.push_back({pod->name, pod->uid, RemovalReason::kFinished});
+    }
     return decisions;
   }
   if (decisions.succeeded) return decisions;  // the others finish the same last step and exit

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "operator/coordinator/token_file.h"
 
 namespace fulcrum::coordinator {
@@ -59,6 +61,22 @@ class JobSessionTest : public ::testing::Test {
     report.set_after_compute_seconds(after_compute_seconds);
     report.set_step_seconds(seconds + after_compute_seconds);
     return job_->Report(pod, report, now_, out);
+  }
+
+  // Every member reports steps [from, to) at the batch it was given, costing
+  // fixed_seconds(pod) + 1 ms per sample; returns what the last step sent.
+  Outbox TrainSteps(int64_t from, int64_t to,
+                    const std::function<double(const std::string&)>& fixed_seconds) {
+    Outbox out;
+    for (int64_t step = from; step < to; ++step) {
+      out.clear();
+      for (const MemberSnapshot& member : job_->Snapshot().members) {
+        const Status reported = Report(member.pod, 1, step, member.local_batch,
+                                       fixed_seconds(member.pod) + 0.001 * member.local_batch, out);
+        EXPECT_TRUE(reported.ok()) << member.pod << " step " << step;
+      }
+    }
+    return out;
   }
 
   std::unique_ptr<JobSession> job_;
@@ -198,19 +216,12 @@ TEST_F(JobSessionTest, ALiveGlobalBatchEditIsSplitAtTheNextStepInTheSameGenerati
   Join("a");
   Join("b");
   Tick(200ms);
-  for (int64_t step = 0; step < 5; ++step) {
-    Outbox out;
-    const auto plan = job_->Snapshot().plan;
-    ASSERT_TRUE(Report("a", 1, step, plan[0], 0.001 + 0.001 * plan[0], out).ok());
-    ASSERT_TRUE(Report("b", 1, step, plan[1], 0.001 + 0.001 * plan[1], out).ok());
-  }
+  const auto one_ms = [](const std::string&) { return 0.001; };
+  TrainSteps(0, 5, one_ms);
   JobSessionConfig edited = DefaultConfig();
   edited.global_batch = 60;
   ASSERT_TRUE(job_->Reconfigure(edited, now_).ok());
-  Outbox out;
-  const auto plan = job_->Snapshot().plan;
-  ASSERT_TRUE(Report("a", 1, 5, plan[0], 0.001 + 0.001 * plan[0], out).ok());
-  ASSERT_TRUE(Report("b", 1, 5, plan[1], 0.001 + 0.001 * plan[1], out).ok());
+  const Outbox out = TrainSteps(5, 6, one_ms);
   ASSERT_EQ(out.size(), 2u) << "both trainers get the new split";
   for (const Outgoing& message : out) {
     ASSERT_TRUE(message.message.has_assignment());
@@ -232,18 +243,9 @@ TEST_F(JobSessionTest, AWorkerWhoseFixedCostAloneOutlastsTheOthersStepIsReleasab
   Join("c");
   Tick(200ms);
   ASSERT_EQ(job_->membership_generation(), 1);
-  JobSessionSnapshot snapshot;
-  for (int64_t step = 0; step < 40; ++step) {
-    Outbox out;
-    snapshot = job_->Snapshot();
-    for (const MemberSnapshot& member : snapshot.members) {
-      const double fixed = member.pod == "c" ? 0.5 : 0.001;  // c: 0.5 s before any sample
-      ASSERT_TRUE(
-          Report(member.pod, 1, step, member.local_batch, fixed + 0.001 * member.local_batch, out)
-              .ok());
-    }
-  }
-  snapshot = job_->Snapshot();
+  // c: 0.5 s before any sample.
+  TrainSteps(0, 40, [](const std::string& pod) { return pod == "c" ? 0.5 : 0.001; });
+  const JobSessionSnapshot snapshot = job_->Snapshot();
   for (const MemberSnapshot& member : snapshot.members) {
     EXPECT_EQ(member.releasable, member.pod == "c") << member.pod;
   }
@@ -254,17 +256,8 @@ TEST_F(JobSessionTest, NoWorkerIsReleasableWhenAllHelpOrTheMinimumWouldBeBroken)
   Join("a");
   Join("b");
   Tick(200ms);
-  for (int64_t step = 0; step < 40; ++step) {
-    Outbox out;
-    const JobSessionSnapshot snapshot = job_->Snapshot();
-    for (const MemberSnapshot& member : snapshot.members) {
-      // b is hopeless, but min_workers is 2: it stays.
-      const double fixed = member.pod == "b" ? 0.5 : 0.001;
-      ASSERT_TRUE(
-          Report(member.pod, 1, step, member.local_batch, fixed + 0.001 * member.local_batch, out)
-              .ok());
-    }
-  }
+  // b is hopeless, but min_workers is 2: it stays.
+  TrainSteps(0, 40, [](const std::string& pod) { return pod == "b" ? 0.5 : 0.001; });
   for (const MemberSnapshot& member : job_->Snapshot().members) EXPECT_FALSE(member.releasable);
   EXPECT_EQ(job_->Snapshot().release_gain, 0.0);
 }
