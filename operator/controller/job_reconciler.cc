@@ -541,7 +541,8 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   }
   auto next_write = WriteStatus(job, status);
   if (!next_write.ok()) return next_write.error();
-  if (observer_.updated) observer_.updated(spec.ns, spec.name, new_phase, training);
+  if (observer_.updated)
+    observer_.updated(spec.ns, spec.name, new_phase, training, state.failures.size());
 
   ReconcileResult result;
   const auto sooner = [&](milliseconds delay) {

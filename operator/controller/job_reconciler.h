@@ -56,8 +56,9 @@ struct ReconcilerOptions {
 
 // What the metrics see of each job as it is reconciled.
 struct JobObserver {
+  // `worker_failures`: the entries of status.workerFailures so far.
   std::function<void(const std::string& ns, const std::string& name, const std::string& phase,
-                     const coordinator::JobSessionSnapshot& training)>
+                     const coordinator::JobSessionSnapshot& training, std::size_t worker_failures)>
       updated;
   std::function<void(const std::string& ns, const std::string& name)> removed;
 };

@@ -94,8 +94,8 @@ int main(int argc, char** argv) {
   controller::JobObserver job_observer{
       .updated =
           [&metrics](const std::string& ns, const std::string& name, const std::string&,
-                     const coordinator::JobSessionSnapshot& training) {
-            metrics.UpdateJob(ns, name, training);
+                     const coordinator::JobSessionSnapshot& training, std::size_t worker_failures) {
+            metrics.UpdateJob(ns, name, training, worker_failures);
           },
       .removed = [&metrics](const std::string& ns,
                             const std::string& name) { metrics.RemoveJob(ns, name); },
@@ -130,7 +130,9 @@ int main(int argc, char** argv) {
     if (!server) return;
     log::Info(kComponent, "", "leading: coordinating and reconciling",
               {{"coordinator_port", server->port()}});
+    metrics.SetLeader(true);
     controller.Run(stop);
+    metrics.SetLeader(false);
     server->Shutdown();
     // The next leader, maybe this process again, starts every job's session afresh.
     for (const coordinator::JobSessionSnapshot& job : coordinator.Snapshot()) {

@@ -72,11 +72,17 @@ struct WorkerGaugeSpec {
   double (*value)(const MemberSnapshot&);
 };
 
-const std::array<WorkerGaugeSpec, 3> kWorkerGauges = {{
+const std::array<WorkerGaugeSpec, 4> kWorkerGauges = {{
     {"fulcrum_worker_local_batch", "The worker's share of the global batch",
      [](const MemberSnapshot& m) { return static_cast<double>(m.local_batch); }},
     {"fulcrum_worker_step_seconds", "Wall time of the worker's last reported step",
      [](const MemberSnapshot& m) { return m.step_seconds; }},
+    // Step minus compute is the all-reduce and the wait for slower workers: the dashboard's
+    // compute against communication panel.
+    {"fulcrum_worker_compute_seconds",
+     "Forward and backward time of the worker's last reported step (the rest of the step is "
+     "all-reduce and waiting)",
+     [](const MemberSnapshot& m) { return m.compute_seconds; }},
     {"fulcrum_worker_samples_per_second",
      "The worker's local batch over the compute time of its last step",
      [](const MemberSnapshot& m) { return m.samples_per_second; }},
@@ -89,6 +95,7 @@ struct WorkerSeries {
 
 struct JobSeries {
   std::array<Gauge*, kJobGauges.size()> gauges{};
+  Gauge* worker_failures = nullptr;
   std::map<std::string, WorkerSeries> workers;  // by pod
   std::map<std::string, Counter*> rebalances;   // by reason kind
   int plan_changes = 0;                         // as of the last update
@@ -140,7 +147,9 @@ struct OperatorMetrics::Impl {
   Histogram* reconcile_duration = nullptr;
   Counter* reconcile_errors = nullptr;
   Gauge* queue_depth = nullptr;
+  Gauge* leader = nullptr;
   Histogram* queue_latency = nullptr;
+  Family<Gauge>* worker_failures = nullptr;
   Family<Gauge>* jobs_by_phase = nullptr;
   Family<Counter>* rebalances = nullptr;
   std::array<Family<Gauge>*, kJobGauges.size()> job_families{};
@@ -181,6 +190,13 @@ OperatorMetrics::OperatorMetrics() : impl_(std::make_unique<Impl>()) {
            .Help("Time a job key waited in the work queue before a worker took it")
            .Register(registry)
            .Add({}, QueueLatencyBuckets());
+  impl_->leader = &gauge_family("fulcrum_operator_leader",
+                                "1 while this replica holds the Lease, reconciles and serves "
+                                "the coordinator; 0 while it stands by")
+                       ->Add({});
+  impl_->worker_failures =
+      gauge_family("fulcrum_job_worker_failures",
+                   "Worker failures recorded in the job's status.workerFailures (only grows)");
   impl_->jobs_by_phase = gauge_family("fulcrum_operator_jobs", "FulcrumJobs by status phase");
   impl_->rebalances = &prometheus::BuildCounter()
                            .Name("fulcrum_operator_rebalances_total")
@@ -208,6 +224,10 @@ void OperatorMetrics::ObserveReconcile(double seconds, bool error) {
   if (error) impl_->reconcile_errors->Increment();
 }
 
+void OperatorMetrics::SetLeader(bool leading) {
+  impl_->leader->Set(leading ? 1 : 0);
+}
+
 void OperatorMetrics::SetQueueDepth(std::size_t depth) {
   impl_->queue_depth->Set(static_cast<double>(depth));
 }
@@ -229,7 +249,8 @@ void OperatorMetrics::SetJobsByPhase(const std::map<std::string, int>& counts) {
 }
 
 void OperatorMetrics::UpdateJob(const std::string& ns, const std::string& job,
-                                const coordinator::JobSessionSnapshot& snapshot) {
+                                const coordinator::JobSessionSnapshot& snapshot,
+                                std::size_t worker_failures) {
   std::lock_guard lock(impl_->mutex);
   auto [found, first_seen] = impl_->jobs.try_emplace({ns, job});
   JobSeries& series = found->second;
@@ -237,7 +258,9 @@ void OperatorMetrics::UpdateJob(const std::string& ns, const std::string& job,
     for (std::size_t i = 0; i < kJobGauges.size(); ++i) {
       series.gauges[i] = &impl_->job_families[i]->Add({{"namespace", ns}, {"job", job}});
     }
+    series.worker_failures = &impl_->worker_failures->Add({{"namespace", ns}, {"job", job}});
   }
+  series.worker_failures->Set(static_cast<double>(worker_failures));
   for (std::size_t i = 0; i < kJobGauges.size(); ++i) {
     series.gauges[i]->Set(kJobGauges[i].value(snapshot));
   }
@@ -296,6 +319,7 @@ void OperatorMetrics::RemoveJob(const std::string& ns, const std::string& job) {
   for (std::size_t i = 0; i < kJobGauges.size(); ++i) {
     impl_->job_families[i]->Remove(series.gauges[i]);
   }
+  impl_->worker_failures->Remove(series.worker_failures);
   for (const auto& [pod, worker] : series.workers) impl_->RemoveWorker(worker);
   for (const auto& [kind, counter] : series.rebalances) impl_->rebalances->Remove(counter);
   impl_->jobs.erase(found);

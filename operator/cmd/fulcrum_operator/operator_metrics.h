@@ -37,6 +37,8 @@ class OperatorMetrics {
   std::shared_ptr<prometheus::Registry> registry() const;
 
   void ObserveReconcile(double seconds, bool error);
+  // Whether this replica leads (holds the Lease, reconciles, serves the coordinator).
+  void SetLeader(bool leading);
   void SetQueueDepth(std::size_t depth);
   // How long a key waited in the work queue before a worker took it.
   void ObserveQueueLatency(double seconds);
@@ -47,8 +49,10 @@ class OperatorMetrics {
 
   // The job's and its ranked workers' gauges from the coordinator's snapshot; removes the series
   // of pods that are no longer ranked members; counts the rebalances since the last update.
+  // `worker_failures`: the entries of the job's status.workerFailures.
   void UpdateJob(const std::string& ns, const std::string& job,
-                 const fulcrum::coordinator::JobSessionSnapshot& snapshot);
+                 const fulcrum::coordinator::JobSessionSnapshot& snapshot,
+                 std::size_t worker_failures = 0);
   // Removes every series of the job (its gauges, its workers', its rebalance counters).
   void RemoveJob(const std::string& ns, const std::string& job);
 

@@ -44,6 +44,7 @@ MemberSnapshot Member(std::string pod, std::string gpu, int rank, int local_batc
   member.rank = rank;
   member.local_batch = local_batch;
   member.step_seconds = step_seconds;
+  member.compute_seconds = step_seconds * 0.8;
   member.samples_per_second = samples_per_second;
   return member;
 }
@@ -92,7 +93,7 @@ TEST(RebalanceReasonKind, JoinedReasonsTakeTheFirstKindInPrecedenceOrder) {
 
 TEST(OperatorMetrics, UpdateJobSetsTheJobsAndItsRankedWorkersSeries) {
   OperatorMetrics metrics;
-  metrics.UpdateJob("ml", "mixed", MixedJob());
+  metrics.UpdateJob("ml", "mixed", MixedJob(), /*worker_failures=*/2);
   const std::vector<std::string> lines = Lines(metrics.Serialize());
   for (
       const char* line : {
@@ -102,6 +103,8 @@ TEST(OperatorMetrics, UpdateJobSetsTheJobsAndItsRankedWorkersSeries) {
           R"(fulcrum_job_step{job="mixed",namespace="ml"} 120)",
           R"(fulcrum_job_membership_generation{job="mixed",namespace="ml"} 3)",
           R"(fulcrum_job_workers{job="mixed",namespace="ml"} 3)",
+          R"(fulcrum_job_worker_failures{job="mixed",namespace="ml"} 2)",
+          R"(fulcrum_worker_compute_seconds{gpu_product="Tesla-T4",job="mixed",namespace="ml",pod="mixed-worker-2"} 0.4)",
           R"(fulcrum_worker_local_batch{gpu_product="Tesla-T4",job="mixed",namespace="ml",pod="mixed-worker-2"} 64)",
           R"(fulcrum_worker_local_batch{gpu_product="NVIDIA-A100-SXM4-40GB",job="mixed",namespace="ml",pod="mixed-worker-0"} 256)",
           R"(fulcrum_worker_step_seconds{gpu_product="Tesla-V100-SXM2-16GB",job="mixed",namespace="ml",pod="mixed-worker-1"} 0.5)",
@@ -111,7 +114,7 @@ TEST(OperatorMetrics, UpdateJobSetsTheJobsAndItsRankedWorkersSeries) {
   }
   // The spare holds no rank, so it trains nothing and has no worker series.
   EXPECT_EQ(SeriesWith(metrics.Serialize(), R"(pod="mixed-worker-3")"), 0);
-  EXPECT_EQ(SeriesWith(metrics.Serialize(), R"(pod="mixed-worker-)"), 3 * 3);
+  EXPECT_EQ(SeriesWith(metrics.Serialize(), R"(pod="mixed-worker-)"), 3 * 4);
 }
 
 TEST(OperatorMetrics, AWorkerThatLeavesOrChangesGpuLosesItsSeries) {
@@ -125,7 +128,7 @@ TEST(OperatorMetrics, AWorkerThatLeavesOrChangesGpuLosesItsSeries) {
   const std::string text = metrics.Serialize();
   EXPECT_EQ(SeriesWith(text, R"(pod="mixed-worker-1")"), 0);
   EXPECT_EQ(SeriesWith(text, R"(gpu_product="NVIDIA-A100-SXM4-40GB")"), 0);
-  EXPECT_EQ(SeriesWith(text, R"(gpu_product="NVIDIA-H100-80GB-HBM3")"), 3);
+  EXPECT_EQ(SeriesWith(text, R"(gpu_product="NVIDIA-H100-80GB-HBM3")"), 4);
   EXPECT_THAT(
       Lines(text),
       Contains(
@@ -153,7 +156,8 @@ TEST(OperatorMetrics, RemoveJobRemovesEveryOneOfItsSeriesAndKeepsOtherJobs) {
   metrics.RemoveJob("ml", "mixed");
   const std::string text = metrics.Serialize();
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="ml")"), 0);
-  const int per_job = 6 + 3 * 3 + 1;  // job gauges, three workers' gauges, one rebalance counter
+  // Job gauges and worker failures, three workers' gauges, one rebalance counter.
+  const int per_job = 6 + 1 + 3 * 4 + 1;
   EXPECT_EQ(SeriesWith(text, R"(job="other",namespace="ml")"), per_job);
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="dev")"), per_job);
   metrics.RemoveJob("ml", "mixed");  // again, and of a job never seen: no effect, no crash
@@ -224,7 +228,10 @@ TEST(OperatorMetrics, ReconcileAndQueueObservationsReachTheirSeries) {
   metrics.ObserveReconcile(2.0, /*error=*/true);
   metrics.SetQueueDepth(7);
   metrics.ObserveQueueLatency(20.0);
+  EXPECT_THAT(Lines(metrics.Serialize()), Contains("fulcrum_operator_leader 0"));
+  metrics.SetLeader(true);
   const std::vector<std::string> lines = Lines(metrics.Serialize());
+  EXPECT_THAT(lines, Contains("fulcrum_operator_leader 1"));
   EXPECT_THAT(lines, Contains("fulcrum_operator_reconcile_duration_seconds_count 2"));
   EXPECT_THAT(lines,
               Contains(R"(fulcrum_operator_reconcile_duration_seconds_bucket{le="0.005"} 1)"));
