@@ -93,9 +93,9 @@ int main(int argc, char** argv) {
   options.reconciler.status_min_interval = config->status_min_interval;
   controller::JobObserver job_observer{
       .updated =
-          [&metrics](const std::string& ns, const std::string& name, const std::string&,
+          [&metrics](const std::string& ns, const std::string& name, const std::string& phase,
                      const coordinator::JobSessionSnapshot& training, std::size_t worker_failures) {
-            metrics.UpdateJob(ns, name, training, worker_failures);
+            metrics.UpdateJob(ns, name, training, {phase, worker_failures});
           },
       .removed = [&metrics](const std::string& ns,
                             const std::string& name) { metrics.RemoveJob(ns, name); },

@@ -96,6 +96,8 @@ struct WorkerSeries {
 struct JobSeries {
   std::array<Gauge*, kJobGauges.size()> gauges{};
   Gauge* worker_failures = nullptr;
+  std::string phase;
+  Gauge* phase_gauge = nullptr;                 // null while the phase is unknown
   std::map<std::string, WorkerSeries> workers;  // by pod
   std::map<std::string, Counter*> rebalances;   // by reason kind
   int plan_changes = 0;                         // as of the last update
@@ -150,6 +152,7 @@ struct OperatorMetrics::Impl {
   Gauge* leader = nullptr;
   Histogram* queue_latency = nullptr;
   Family<Gauge>* worker_failures = nullptr;
+  Family<Gauge>* job_phase = nullptr;
   Family<Gauge>* jobs_by_phase = nullptr;
   Family<Counter>* rebalances = nullptr;
   std::array<Family<Gauge>*, kJobGauges.size()> job_families{};
@@ -197,6 +200,8 @@ OperatorMetrics::OperatorMetrics() : impl_(std::make_unique<Impl>()) {
   impl_->worker_failures =
       gauge_family("fulcrum_job_worker_failures",
                    "Worker failures recorded in the job's status.workerFailures (only grows)");
+  impl_->job_phase = gauge_family("fulcrum_job_phase",
+                                  "1, labelled with the job's status.phase (one series per job)");
   impl_->jobs_by_phase = gauge_family("fulcrum_operator_jobs", "FulcrumJobs by status phase");
   impl_->rebalances = &prometheus::BuildCounter()
                            .Name("fulcrum_operator_rebalances_total")
@@ -250,7 +255,7 @@ void OperatorMetrics::SetJobsByPhase(const std::map<std::string, int>& counts) {
 
 void OperatorMetrics::UpdateJob(const std::string& ns, const std::string& job,
                                 const coordinator::JobSessionSnapshot& snapshot,
-                                std::size_t worker_failures) {
+                                const JobStanding& standing) {
   std::lock_guard lock(impl_->mutex);
   auto [found, first_seen] = impl_->jobs.try_emplace({ns, job});
   JobSeries& series = found->second;
@@ -260,7 +265,18 @@ void OperatorMetrics::UpdateJob(const std::string& ns, const std::string& job,
     }
     series.worker_failures = &impl_->worker_failures->Add({{"namespace", ns}, {"job", job}});
   }
-  series.worker_failures->Set(static_cast<double>(worker_failures));
+  series.worker_failures->Set(static_cast<double>(standing.worker_failures));
+  if (standing.phase != series.phase) {
+    // One series per job, labelled with its current phase: alerts ask "is it running?".
+    if (series.phase_gauge != nullptr) impl_->job_phase->Remove(series.phase_gauge);
+    series.phase_gauge = nullptr;
+    series.phase = standing.phase;
+    if (!standing.phase.empty()) {
+      series.phase_gauge =
+          &impl_->job_phase->Add({{"namespace", ns}, {"job", job}, {"phase", standing.phase}});
+      series.phase_gauge->Set(1);
+    }
+  }
   for (std::size_t i = 0; i < kJobGauges.size(); ++i) {
     series.gauges[i]->Set(kJobGauges[i].value(snapshot));
   }
@@ -320,6 +336,7 @@ void OperatorMetrics::RemoveJob(const std::string& ns, const std::string& job) {
     impl_->job_families[i]->Remove(series.gauges[i]);
   }
   impl_->worker_failures->Remove(series.worker_failures);
+  if (series.phase_gauge != nullptr) impl_->job_phase->Remove(series.phase_gauge);
   for (const auto& [pod, worker] : series.workers) impl_->RemoveWorker(worker);
   for (const auto& [kind, counter] : series.rebalances) impl_->rebalances->Remove(counter);
   impl_->jobs.erase(found);

@@ -25,6 +25,12 @@ namespace fulcrum::operator_main {
 // refinement, initial.
 std::string RebalanceReasonKind(std::string_view reason);
 
+// A job's status beyond the coordinator's view of it.
+struct JobStanding {
+  std::string phase;                // status.phase; empty: not exported
+  std::size_t worker_failures = 0;  // entries of status.workerFailures
+};
+
 // Every method is thread-safe.
 class OperatorMetrics {
  public:
@@ -49,10 +55,10 @@ class OperatorMetrics {
 
   // The job's and its ranked workers' gauges from the coordinator's snapshot; removes the series
   // of pods that are no longer ranked members; counts the rebalances since the last update.
-  // `worker_failures`: the entries of the job's status.workerFailures.
+  // `standing`: what the job's status says beyond the coordinator's snapshot.
   void UpdateJob(const std::string& ns, const std::string& job,
                  const fulcrum::coordinator::JobSessionSnapshot& snapshot,
-                 std::size_t worker_failures = 0);
+                 const JobStanding& standing = {});
   // Removes every series of the job (its gauges, its workers', its rebalance counters).
   void RemoveJob(const std::string& ns, const std::string& job);
 

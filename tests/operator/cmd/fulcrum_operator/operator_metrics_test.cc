@@ -93,7 +93,7 @@ TEST(RebalanceReasonKind, JoinedReasonsTakeTheFirstKindInPrecedenceOrder) {
 
 TEST(OperatorMetrics, UpdateJobSetsTheJobsAndItsRankedWorkersSeries) {
   OperatorMetrics metrics;
-  metrics.UpdateJob("ml", "mixed", MixedJob(), /*worker_failures=*/2);
+  metrics.UpdateJob("ml", "mixed", MixedJob(), {.phase = "Running", .worker_failures = 2});
   const std::vector<std::string> lines = Lines(metrics.Serialize());
   for (
       const char* line : {
@@ -104,6 +104,7 @@ TEST(OperatorMetrics, UpdateJobSetsTheJobsAndItsRankedWorkersSeries) {
           R"(fulcrum_job_membership_generation{job="mixed",namespace="ml"} 3)",
           R"(fulcrum_job_workers{job="mixed",namespace="ml"} 3)",
           R"(fulcrum_job_worker_failures{job="mixed",namespace="ml"} 2)",
+          R"(fulcrum_job_phase{job="mixed",namespace="ml",phase="Running"} 1)",
           R"(fulcrum_worker_compute_seconds{gpu_product="Tesla-T4",job="mixed",namespace="ml",pod="mixed-worker-2"} 0.4)",
           R"(fulcrum_worker_local_batch{gpu_product="Tesla-T4",job="mixed",namespace="ml",pod="mixed-worker-2"} 64)",
           R"(fulcrum_worker_local_batch{gpu_product="NVIDIA-A100-SXM4-40GB",job="mixed",namespace="ml",pod="mixed-worker-0"} 256)",
@@ -146,9 +147,9 @@ TEST(OperatorMetrics, RemoveJobRemovesEveryOneOfItsSeriesAndKeepsOtherJobs) {
   JobSessionSnapshot rebalanced = MixedJob();
   rebalanced.plan_changes = 2;
   rebalanced.last_rebalance.reason = "joined: mixed-worker-2";
-  metrics.UpdateJob("ml", "mixed", rebalanced);
-  metrics.UpdateJob("ml", "other", rebalanced);
-  metrics.UpdateJob("dev", "mixed", rebalanced);  // same name in another namespace
+  metrics.UpdateJob("ml", "mixed", rebalanced, {.phase = "Running"});
+  metrics.UpdateJob("ml", "other", rebalanced, {.phase = "Running"});
+  metrics.UpdateJob("dev", "mixed", rebalanced, {.phase = "Running"});  // same name elsewhere
   ASSERT_GT(SeriesWith(metrics.Serialize(), R"(job="mixed",namespace="ml")"), 0);
   ASSERT_THAT(metrics.Serialize(),
               HasSubstr(R"(fulcrum_operator_rebalances_total{job="mixed",namespace="ml")"));
@@ -156,13 +157,25 @@ TEST(OperatorMetrics, RemoveJobRemovesEveryOneOfItsSeriesAndKeepsOtherJobs) {
   metrics.RemoveJob("ml", "mixed");
   const std::string text = metrics.Serialize();
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="ml")"), 0);
-  // Job gauges and worker failures, three workers' gauges, one rebalance counter.
-  const int per_job = 6 + 1 + 3 * 4 + 1;
+  // Job gauges, worker failures and phase, three workers' gauges, one rebalance counter.
+  const int per_job = 6 + 2 + 3 * 4 + 1;
   EXPECT_EQ(SeriesWith(text, R"(job="other",namespace="ml")"), per_job);
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="dev")"), per_job);
   metrics.RemoveJob("ml", "mixed");  // again, and of a job never seen: no effect, no crash
   metrics.RemoveJob("ml", "never-seen");
   EXPECT_EQ(metrics.Serialize(), text);
+}
+
+TEST(OperatorMetrics, AJobHasOneSeriesForItsCurrentPhase) {
+  OperatorMetrics metrics;
+  metrics.UpdateJob("ml", "mixed", MixedJob());  // phase not known yet: no series
+  EXPECT_EQ(SeriesWith(metrics.Serialize(), "fulcrum_job_phase{"), 0);
+  metrics.UpdateJob("ml", "mixed", MixedJob(), {.phase = "Running"});
+  metrics.UpdateJob("ml", "mixed", MixedJob(), {.phase = "Succeeded"});
+  const std::string text = metrics.Serialize();
+  EXPECT_EQ(SeriesWith(text, "fulcrum_job_phase{"), 1);
+  EXPECT_THAT(Lines(text),
+              Contains(R"(fulcrum_job_phase{job="mixed",namespace="ml",phase="Succeeded"} 1)"));
 }
 
 TEST(OperatorMetrics, RebalancesCountPlanChangesSinceTheLastUpdateUnderTheReasonsKind) {
