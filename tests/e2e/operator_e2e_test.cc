@@ -39,12 +39,20 @@ const std::map<std::string, std::string> kNodeProducts = {{"a100-local-0", "A100
                                                           {"v100-local-0", "V100-SXM2-16GB"},
                                                           {"t4-local-0", "Tesla-T4"}};
 
+constexpr const char* kCoordinatorService = "fulcrum-system/fulcrum-coordinator";
+
 // One fulcrum-operator process; the same ports across restarts, as a Deployment's pod keeps
 // its Service address.
 class OperatorProcess {
  public:
-  OperatorProcess(std::string identity, int coordinator_port, std::string log_path)
+  // `advertise_ip`: what this replica writes into the coordinator Service's EndpointSlice when
+  // it leads. Both replicas listen on 127.0.0.1, the trainers' fixed address (Service IPs are not
+  // routed here, and an EndpointSlice may not hold loopback addresses), so the advertised ones
+  // are TEST-NET-1 addresses that only tell the test which replica wrote the slice.
+  OperatorProcess(std::string identity, int coordinator_port, std::string log_path,
+                  std::string advertise_ip = "192.0.2.1")
       : identity_(std::move(identity)),
+        advertise_ip_(std::move(advertise_ip)),
         coordinator_port_(coordinator_port),
         metrics_port_(FreeLoopbackPort()),
         log_path_(std::move(log_path)) {
@@ -60,6 +68,10 @@ class OperatorProcess {
                                  coordinator,
                                  "--coordinator-address",
                                  coordinator,
+                                 "--coordinator-service",
+                                 kCoordinatorService,
+                                 "--coordinator-advertise-ip",
+                                 advertise_ip_,
                                  "--health-listen",
                                  "127.0.0.1:0",
                                  "--metrics-listen",
@@ -89,6 +101,7 @@ class OperatorProcess {
 
  private:
   std::string identity_;
+  std::string advertise_ip_;
   int coordinator_port_;
   int metrics_port_;
   std::string log_path_;
@@ -527,8 +540,17 @@ TEST_F(OperatorE2E, AnApiServerRestartMidJobIsSurvivedWatchesRecoverAndTrainingG
 }
 
 // Last: it leaves the second operator leading.
-TEST_F(OperatorE2E, OnlyTheLeaderActsAndAKilledLeaderHandsOverAndTrainersReconnect) {
-  OperatorProcess standby("operator-b", coordinator_port_, Cluster().dir + "/logs/operator-b.log");
+TEST_F(OperatorE2E,
+       OnlyTheLeaderActsAndAKilledLeaderHandsOverTheCoordinatorServiceAndTrainersReconnect) {
+  OperatorProcess standby("operator-b", coordinator_port_, Cluster().dir + "/logs/operator-b.log",
+                          "192.0.2.2");
+  // The addresses in the coordinator Service's EndpointSlice, which the leader writes.
+  const auto coordinator_endpoints = [] {
+    const CommandResult got = Cluster().Kubectl(
+        "-n fulcrum-system get endpointslice fulcrum-coordinator -o "
+        "jsonpath={.endpoints[*].addresses[*]}");
+    return got.exit_code == 0 ? got.output : "(none: " + got.output + ")";
+  };
   Apply(LongJob(Example("mixed-gpus.yaml")));
   ASSERT_TRUE(WaitForPhase("mixed-gpus", "Running", 180s, 3)) << Describe("mixed-gpus");
   const auto lease = [] {
@@ -537,6 +559,8 @@ TEST_F(OperatorE2E, OnlyTheLeaderActsAndAKilledLeaderHandsOverAndTrainersReconne
     return got.exit_code == 0 ? json::parse(got.output, nullptr, false)["spec"] : json();
   };
   ASSERT_EQ(lease().value("holderIdentity", ""), "operator-a");
+  EXPECT_TRUE(WaitUntil([&] { return coordinator_endpoints() == "192.0.2.1"; }, 30s))
+      << "the Service points at the leader: " << coordinator_endpoints();
   EXPECT_EQ(fulcrum::testing::ReadFile(standby.log_path()).find("leading:"), std::string::npos)
       << "the standby does not reconcile or coordinate";
   const auto before = Identities();
@@ -548,6 +572,8 @@ TEST_F(OperatorE2E, OnlyTheLeaderActsAndAKilledLeaderHandsOverAndTrainersReconne
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   std::printf("lease handed over %.1f s after the leader was killed (lease duration 6 s)\n",
               handover);
+  EXPECT_TRUE(WaitUntil([&] { return coordinator_endpoints() == "192.0.2.2"; }, 30s))
+      << "the new leader points the Service at itself: " << coordinator_endpoints();
   ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 20; }, 180s))
       << "trainers reconnected to the new leader\n"
       << Describe("mixed-gpus");

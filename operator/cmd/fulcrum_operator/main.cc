@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "operator/cmd/fulcrum_operator/coordinator_endpoint.h"
 #include "operator/cmd/fulcrum_operator/http_endpoints.h"
 #include "operator/cmd/fulcrum_operator/operator_config.h"
 #include "operator/cmd/fulcrum_operator/operator_metrics.h"
@@ -130,9 +131,31 @@ int main(int argc, char** argv) {
     if (!server) return;
     log::Info(kComponent, "", "leading: coordinating and reconciling",
               {{"coordinator_port", server->port()}});
+    // Trainers reach this leader through the coordinator Service once its EndpointSlice points
+    // here; reconciling does not wait for that (the API server may be slow to take the write).
+    std::jthread publishing;
+    if (!config->coordinator_service.empty()) {
+      publishing =
+          std::jthread([&, endpoint = operator_main::ParseCoordinatorEndpoint(
+                               config->coordinator_service, config->coordinator_advertise_ip,
+                               server->port())](std::stop_token publish_stop) {
+            do {
+              const Status published = operator_main::PublishCoordinatorEndpoint(*client, endpoint);
+              if (published.ok()) {
+                log::Info(kComponent, "", "the coordinator Service points at this leader",
+                          {{"service", config->coordinator_service}, {"ip", endpoint.ip}});
+                return;
+              }
+              log::Warn(kComponent, "", "cannot point the coordinator Service here yet; retrying",
+                        {{"service", config->coordinator_service},
+                         {"error", published.error().ToString()}});
+            } while (kube::SystemClock()->SleepFor(std::chrono::seconds(2), publish_stop));
+          });
+    }
     metrics.SetLeader(true);
     controller.Run(stop);
     metrics.SetLeader(false);
+    publishing = {};
     server->Shutdown();
     // The next leader, maybe this process again, starts every job's session afresh.
     for (const coordinator::JobSessionSnapshot& job : coordinator.Snapshot()) {

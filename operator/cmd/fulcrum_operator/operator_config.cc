@@ -1,9 +1,11 @@
 #include "operator/cmd/fulcrum_operator/operator_config.h"
 
+#include <absl/strings/ascii.h>
 #include <absl/strings/str_join.h>
 #include <absl/strings/str_replace.h>
 #include <absl/strings/str_split.h>
 #include <absl/time/time.h>
+#include <arpa/inet.h>
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +17,15 @@
 
 namespace fulcrum::operator_main {
 namespace {
+
+// An RFC 1123 label, as Kubernetes names namespaces and Services: [a-z0-9]([-a-z0-9]*[a-z0-9])?,
+// at most 63 characters.
+bool IsDnsLabel(std::string_view text) {
+  if (text.empty() || text.size() > 63 || text.front() == '-' || text.back() == '-') return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-';
+  });
+}
 
 // Applies one value; `where` names its source for errors (a YAML key or a flag).
 using Apply =
@@ -98,6 +109,12 @@ const std::vector<Setting>& Settings() {
       {"coordinator.address", "--coordinator-address",
        "HOST:PORT trainers dial to reach the coordinator (the operator Service)",
        Text(&OperatorConfig::coordinator_address)},
+      {"coordinator.service", "--coordinator-service",
+       "NAMESPACE/NAME of the selector-less Service the leader points at itself",
+       Text(&OperatorConfig::coordinator_service)},
+      {"coordinator.advertiseIP", "--coordinator-advertise-ip",
+       "this replica's IP for the coordinator Service's EndpointSlice (the pod IP)",
+       Text(&OperatorConfig::coordinator_advertise_ip)},
       {"health.listen", "--health-listen", "/healthz and /readyz",
        Text(&OperatorConfig::health_listen)},
       {"metrics.listen", "--metrics-listen", "Prometheus /metrics",
@@ -197,6 +214,31 @@ Status Validate(const OperatorConfig& config, const std::map<std::string, std::s
                                    {"metrics.listen", config.metrics_listen}}) {
     const bool listening = std::string_view(key) != "coordinator.address";
     if (Status status = CheckListen(value, name(key), listening); !status.ok()) return status;
+  }
+  if (!config.coordinator_service.empty()) {
+    const std::vector<std::string> parts = absl::StrSplit(config.coordinator_service, '/');
+    if (parts.size() != 2 || !IsDnsLabel(parts[0]) || !IsDnsLabel(parts[1]))
+      return InvalidArgument(
+          name("coordinator.service"),
+          "expected NAMESPACE/NAME of a Service, got \"" + config.coordinator_service + "\"");
+    in6_addr address6{};
+    in_addr address4{};
+    const char* ip = config.coordinator_advertise_ip.c_str();
+    const bool ipv4 = inet_pton(AF_INET, ip, &address4) == 1;
+    if (!ipv4 && inet_pton(AF_INET6, ip, &address6) != 1)
+      return InvalidArgument(name("coordinator.advertiseIP"),
+                             "expected this replica's IP address (the pod IP, from the downward "
+                             "API) with coordinator.service set, got \"" +
+                                 config.coordinator_advertise_ip + "\"");
+    // The API server refuses such endpoints (EndpointSlice validation); say so now.
+    const bool loopback =
+        ipv4 ? (ntohl(address4.s_addr) >> 24) == 127 : IN6_IS_ADDR_LOOPBACK(&address6) != 0;
+    if (loopback)
+      return InvalidArgument(name("coordinator.advertiseIP"),
+                             "a Service endpoint may not be a loopback address, got \"" +
+                                 config.coordinator_advertise_ip +
+                                 "\"; leave coordinator.service unset where trainers dial the "
+                                 "operator directly");
   }
   const LeaderElectionSettings& election = config.leader_election;
   if (election.enabled) {

@@ -28,6 +28,11 @@ struct OperatorConfig {
   std::string trainer_image = "fulcrum-trainer";
   std::string coordinator_listen = "0.0.0.0:7070";
   std::string coordinator_address;  // what trainers dial: the operator Service's host:port
+  // NAMESPACE/NAME of a Service without selector whose EndpointSlice (named like it) the leader
+  // points at coordinator_advertise_ip, so the Service always leads to the current leader.
+  // Empty: none (trainers dial coordinator_address as it is).
+  std::string coordinator_service;
+  std::string coordinator_advertise_ip;  // this replica's pod IP
   std::string health_listen = "0.0.0.0:8081";
   std::string metrics_listen = "0.0.0.0:8080";
   LeaderElectionSettings leader_election;

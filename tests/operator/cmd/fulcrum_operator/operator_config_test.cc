@@ -41,6 +41,40 @@ TEST(OperatorConfig, DefaultsAreSaneAndTheHostNameIsTheIdentity) {
   EXPECT_EQ(config->workers, 2);
 }
 
+TEST(OperatorConfig, TheCoordinatorServiceNeedsNamespaceSlashNameAndThisReplicasIp) {
+  const Result<OperatorConfig> good =
+      ParseOperatorConfig(With({"--coordinator-service", "fulcrum-system/fulcrum-coordinator",
+                                "--coordinator-advertise-ip", "10.0.3.9"}),
+                          "h");
+  ASSERT_TRUE(good.ok()) << good.error().ToString();
+  EXPECT_EQ(good->coordinator_service, "fulcrum-system/fulcrum-coordinator");
+  EXPECT_TRUE(
+      ParseOperatorConfig(
+          With({"--coordinator-service", "ns/svc", "--coordinator-advertise-ip", "fd00::9"}), "h")
+          .ok());
+  for (const char* bad : {"fulcrum-coordinator", "ns/", "/svc", "Ns/svc", "a/b/c"}) {
+    const Result<OperatorConfig> refused = ParseOperatorConfig(
+        With({"--coordinator-service", bad, "--coordinator-advertise-ip", "10.0.3.9"}), "h");
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.error().field, "--coordinator-service / coordinator.service") << bad;
+  }
+  // Without the pod IP there is nothing to point the Service at.
+  for (const char* bad : {"", "$(POD_IP)", "10.0.3"}) {
+    const Result<OperatorConfig> refused = ParseOperatorConfig(
+        With({"--coordinator-service", "ns/svc", "--coordinator-advertise-ip", bad}), "h");
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.error().field, "--coordinator-advertise-ip / coordinator.advertiseIP");
+    EXPECT_THAT(refused.error().message, HasSubstr("pod IP"));
+  }
+  // Kubernetes refuses loopback endpoints; fulcrum-local-node's pods have 127.x addresses.
+  for (const char* loopback : {"127.0.0.1", "127.77.3.4", "::1"}) {
+    const Result<OperatorConfig> refused = ParseOperatorConfig(
+        With({"--coordinator-service", "ns/svc", "--coordinator-advertise-ip", loopback}), "h");
+    ASSERT_FALSE(refused.ok()) << loopback;
+    EXPECT_THAT(refused.error().message, HasSubstr("loopback")) << loopback;
+  }
+}
+
 TEST(OperatorConfig, FlagsErrorsNameTheFlag) {
   const Error missing = ParseOperatorConfig({}, "h").error();
   EXPECT_EQ(missing.field, "--coordinator-address / coordinator.address");
