@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
     metrics.SetLeader(true);
     controller.Run(stop);
     metrics.SetLeader(false);
+    metrics.RemoveAllJobs();  // the next leader exports them
     publishing = {};
     server->Shutdown();
     // The next leader, maybe this process again, starts every job's session afresh.

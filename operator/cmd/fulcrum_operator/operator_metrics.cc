@@ -162,6 +162,7 @@ struct OperatorMetrics::Impl {
   std::map<std::string, Gauge*> phases;
   std::map<std::pair<std::string, std::string>, JobSeries> jobs;  // by (namespace, name)
 
+  void RemoveSeries(const JobSeries& series);  // every series of one job
   void RemoveWorker(const WorkerSeries& worker) {
     for (std::size_t i = 0; i < worker.gauges.size(); ++i) {
       worker_families[i]->Remove(worker.gauges[i]);
@@ -331,15 +332,24 @@ void OperatorMetrics::RemoveJob(const std::string& ns, const std::string& job) {
   std::lock_guard lock(impl_->mutex);
   const auto found = impl_->jobs.find({ns, job});
   if (found == impl_->jobs.end()) return;
-  const JobSeries& series = found->second;
-  for (std::size_t i = 0; i < kJobGauges.size(); ++i) {
-    impl_->job_families[i]->Remove(series.gauges[i]);
-  }
-  impl_->worker_failures->Remove(series.worker_failures);
-  if (series.phase_gauge != nullptr) impl_->job_phase->Remove(series.phase_gauge);
-  for (const auto& [pod, worker] : series.workers) impl_->RemoveWorker(worker);
-  for (const auto& [kind, counter] : series.rebalances) impl_->rebalances->Remove(counter);
+  impl_->RemoveSeries(found->second);
   impl_->jobs.erase(found);
+}
+
+void OperatorMetrics::RemoveAllJobs() {
+  std::lock_guard lock(impl_->mutex);
+  for (const auto& [key, series] : impl_->jobs) impl_->RemoveSeries(series);
+  impl_->jobs.clear();
+}
+
+void OperatorMetrics::Impl::RemoveSeries(const JobSeries& series) {
+  for (std::size_t i = 0; i < kJobGauges.size(); ++i) {
+    job_families[i]->Remove(series.gauges[i]);
+  }
+  worker_failures->Remove(series.worker_failures);
+  if (series.phase_gauge != nullptr) job_phase->Remove(series.phase_gauge);
+  for (const auto& [pod, worker] : series.workers) RemoveWorker(worker);
+  for (const auto& [kind, counter] : series.rebalances) rebalances->Remove(counter);
 }
 
 std::string OperatorMetrics::Serialize() const {

@@ -61,6 +61,9 @@ class OperatorMetrics {
                  const JobStanding& standing = {});
   // Removes every series of the job (its gauges, its workers', its rebalance counters).
   void RemoveJob(const std::string& ns, const std::string& job);
+  // Removes every job's series: a replica that stops leading no longer knows them, and stale
+  // copies next to the new leader's would double sums and keep alerts firing.
+  void RemoveAllJobs();
 
   // The Prometheus text exposition format (version 0.0.4) of every metric.
   std::string Serialize() const;

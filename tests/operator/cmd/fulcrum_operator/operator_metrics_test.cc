@@ -178,6 +178,22 @@ TEST(OperatorMetrics, AJobHasOneSeriesForItsCurrentPhase) {
               Contains(R"(fulcrum_job_phase{job="mixed",namespace="ml",phase="Succeeded"} 1)"));
 }
 
+TEST(OperatorMetrics, RemoveAllJobsLeavesOnlyTheOperatorsOwnSeries) {
+  OperatorMetrics metrics;
+  JobSessionSnapshot job = MixedJob();
+  job.plan_changes = 1;
+  job.last_rebalance.reason = "first plan";
+  metrics.UpdateJob("ml", "mixed", job, {.phase = "Running", .worker_failures = 1});
+  metrics.UpdateJob("dev", "other", job, {.phase = "Running"});
+  metrics.SetLeader(true);
+  metrics.RemoveAllJobs();
+  const std::string text = metrics.Serialize();
+  EXPECT_EQ(SeriesWith(text, "job=\""), 0) << text;
+  EXPECT_THAT(Lines(text), Contains("fulcrum_operator_leader 1"));
+  metrics.UpdateJob("ml", "mixed", job);  // leading again: the series come back
+  EXPECT_GT(SeriesWith(metrics.Serialize(), R"(job="mixed")"), 0);
+}
+
 TEST(OperatorMetrics, RebalancesCountPlanChangesSinceTheLastUpdateUnderTheReasonsKind) {
   OperatorMetrics metrics;
   const std::string initial =
