@@ -46,3 +46,25 @@ k8s_protos_dir() { printf '%s/k8s-protos-%s-3' "$FULCRUM_CACHE" "$K8S_API_MODULE
 
 torch_cuda_dir() { printf '%s/libtorch-cuda-%s' "$FULCRUM_CACHE" "$(printf '%s' "$TORCH_CUDA_WHEEL" | sha256sum | cut -c1-12)"; }
 cuda_dir() { printf '%s/cuda-%s' "$FULCRUM_CACHE" "$(printf '%s ' "$CUDA_RUNTIME_WHEEL" "$CUDA_CRT_WHEEL" "$CUDA_CCCL_WHEEL" "$NCCL_WHEEL" | sha256sum | cut -c1-12)"; }
+
+# Container images (scripts/setup stage images, tests/images). No registry is reachable, so the
+# base is Debian bookworm made by mmdebstrap from Debian's packages, slimmed like debian:*-slim
+# (no manuals, docs or locales; the dpkg and apt settings stay in the image, so packages installed
+# on it later are slim too). Its tarball is cached under a name hashed from these settings, and
+# `podman import` tags it $(images_base_ref), also a name with that hash, so changing the
+# package list or the options makes a new base beside the old one.
+IMAGES_SUITE=bookworm
+IMAGES_BASE_OPTIONS=(
+  --variant=minbase
+  --aptopt='APT::Install-Recommends "false"'
+  --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*'
+  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright'
+  --dpkgopt='path-exclude=/usr/share/locale/*'
+)
+images_base_key() { printf '%s\n' "$IMAGES_SUITE" "${IMAGES_BASE_OPTIONS[@]}" | sha256sum | cut -c1-12; }
+images_base_dir() { printf '%s/debian-%s-rootfs-%s' "$FULCRUM_CACHE" "$IMAGES_SUITE" "$(images_base_key)"; }
+images_base_ref() { printf 'localhost/fulcrum-base:%s-%s' "$IMAGES_SUITE" "$(images_base_key)"; }
+# podman's settings for this project, kept apart from a user's own (CONTAINERS_CONF names it):
+# runc, since crun fails on this machine's hybrid cgroup layout, and bounded rlimits, since
+# containers with unbounded ones are refused here.
+images_containers_conf() { printf '%s/containers.conf' "$FULCRUM_CACHE"; }
