@@ -185,7 +185,7 @@ TEST(Chart, RbacListsExactVerbsWithoutWildcardsAndAWatchNamespaceKeepsJobRightsT
 
 TEST(Chart, ValuesTheSchemaForbidsAreRefusedNamingTheKey) {
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {"--set replicaCount=0", "/replicaCount"},
+      {"--set replicaCount=-1", "/replicaCount"},
       {"--set ports.metrics=http", "/ports/metrics"},
       {"--set leaderElection.leaseDuration=soon", "/leaderElection/leaseDuration"},
       {"--set watchNamespace=Team_A", "/watchNamespace"},
