@@ -77,6 +77,13 @@ TEST(TrainerRebalance, ASlowerTrainerGetsASmallerBatchWithoutAnyRestart) {
     EXPECT_NE(scrape.output.find(metric), std::string::npos) << metric << " missing:\n"
                                                              << scrape.output;
   }
+  // promtool (Debian's prometheus package) lints the exposition as Prometheus will read it.
+  if (RunShell("command -v promtool").exit_code == 0) {
+    const CommandResult linted =
+        RunShell("curl -sf http://127.0.0.1:" + std::to_string(metrics_port) +
+                 "/metrics | promtool check metrics");
+    EXPECT_EQ(linted.exit_code, 0) << linted.output;
+  }
   EXPECT_TRUE(job.StopTrainers(std::chrono::seconds(60)));
 }
 
