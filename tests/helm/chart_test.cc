@@ -255,6 +255,16 @@ TEST_F(ChartInstalled, CreatesTheCrdRbacServicesAndAnAvailableDeployment) {
   EXPECT_THAT(status.output, HasSubstr("\"status\":\"deployed\""));
 }
 
+TEST_F(ChartInstalled, HelmInstallRefusesBadValuesNamingTheKeyAndCreatesNothing) {
+  const CommandResult refused =
+      Helm("install refused " + Chart() +
+           " --namespace fulcrum-refused --create-namespace --set workers=0");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.output, HasSubstr("/workers"));
+  EXPECT_NE(Helm("status refused --namespace fulcrum-refused").exit_code, 0) << "no release";
+  EXPECT_NE(Cluster().Kubectl("get clusterrole refused-fulcrum").exit_code, 0);
+}
+
 TEST_F(ChartInstalled, TheServiceAccountCanDoWhatTheOperatorDoesAndNothingMore) {
   const std::string sa = "fulcrum-system:fulcrum";
   // What the code uses (see the comment in templates/rbac.yaml).
