@@ -235,6 +235,7 @@ void JobSession::FormGeneration(Outbox& out) {
   }
   reporters_by_step_.clear();
   batches_.clear();
+  steps_in_generation_ = 0;
   std::string plan_reason;
   if (Status status = DecidePlan(completed_step_ + 1, &plan_reason); !status.ok()) {
     log::Error("coordinator", config_.name, "balancer could not plan",
@@ -346,6 +347,7 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
               : (1 - kAverageWeight) * samples_per_second_average_ + kAverageWeight * rate;
     }
   }
+  if (step > completed_step_) ++steps_in_generation_;
   completed_step_ = std::max(completed_step_, step);
   ideal_samples_per_second_ = IdealSamplesPerSecond();
   int64_t lead = config_.min_apply_lead_steps;
@@ -461,9 +463,10 @@ std::pair<std::vector<std::string>, double> JobSession::Releasable() const {
   const std::size_t spare = ranks_.size() > static_cast<std::size_t>(config_.min_workers)
                                 ? ranks_.size() - static_cast<std::size_t>(config_.min_workers)
                                 : 0;
-  // Judge only measured workers, after the balancer has had an interval to fit them.
+  // Judge only measured workers, after the balancer has had two intervals of this generation to
+  // fit them: the job's step says nothing about how long this session has watched them.
   if (spare == 0 || batches_.size() != ranks_.size() ||
-      completed_step_ < 2 * static_cast<int64_t>(config_.interval_steps)) {
+      steps_in_generation_ < 2 * static_cast<int64_t>(config_.interval_steps)) {
     return {};
   }
   balancer::PlanRequest request;

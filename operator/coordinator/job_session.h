@@ -103,6 +103,9 @@ class JobSession {
 
   std::map<int64_t, std::set<std::string>> reporters_by_step_;
   int64_t completed_step_ = -1;
+  // Steps completed since the current membership generation formed: its members' fits start
+  // there (a new leader's session starts with trainers far into the job).
+  int64_t steps_in_generation_ = 0;
   int64_t last_decided_step_ = 0;
   double step_seconds_average_ = 0.0;
   double samples_per_second_average_ = 0.0;

@@ -252,6 +252,23 @@ TEST_F(JobSessionTest, AWorkerWhoseFixedCostAloneOutlastsTheOthersStepIsReleasab
   EXPECT_GT(snapshot.release_gain, 0.5);
 }
 
+TEST_F(JobSessionTest, ASessionJoinedByTrainersFarIntoTheJobWatchesTwoIntervalsBeforeReleasing) {
+  // A new leader's session: the trainers resume at step 500, and c is hopeless.
+  Join("a");
+  Join("b");
+  Join("c");
+  Tick(200ms);
+  const auto c_is_slow = [](const std::string& pod) { return pod == "c" ? 0.5 : 0.001; };
+  TrainSteps(500, 515, c_is_slow);  // under two intervals (2 x 10 steps) of this session
+  for (const MemberSnapshot& member : job_->Snapshot().members) {
+    EXPECT_FALSE(member.releasable) << member.pod << ": judged on too few steps";
+  }
+  TrainSteps(515, 540, c_is_slow);
+  for (const MemberSnapshot& member : job_->Snapshot().members) {
+    EXPECT_EQ(member.releasable, member.pod == "c") << member.pod;
+  }
+}
+
 TEST_F(JobSessionTest, NoWorkerIsReleasableWhenAllHelpOrTheMinimumWouldBeBroken) {
   Join("a");
   Join("b");
