@@ -3,6 +3,7 @@
 // key, installs it into the local control plane, and the ServiceAccount it creates can do what
 // fulcrum-operator's code does and nothing more, proven with `kubectl auth can-i` and by running
 // the operator under that account's token.
+#include <absl/strings/ascii.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -50,9 +51,8 @@ const std::string kEverythingOn =
 // The objects `helm template` renders, by "Kind/name". Helm's warnings (the CRD is a symlink)
 // go to stderr, which is dropped.
 std::map<std::string, YAML::Node> Render(const std::string& values) {
-  const CommandResult rendered =
-      RunShell(ShellQuote(Cluster().Get("FULCRUM_HELM")) + " template fulcrum " + Chart() +
-               " --namespace fulcrum-system " + values + " 2>/dev/null");
+  const CommandResult rendered = Helm("template fulcrum " + Chart() +
+                                      " --namespace fulcrum-system " + values + " 2>/dev/null");
   EXPECT_EQ(rendered.exit_code, 0) << rendered.output;
   std::map<std::string, YAML::Node> objects;
   for (const YAML::Node& document : YAML::LoadAll(rendered.output)) {
@@ -206,9 +206,7 @@ bool Can(const std::string& service_account, const std::string& question) {
   const CommandResult result = Cluster().Kubectl(
       "auth can-i --as=system:serviceaccount:" + service_account + " " + question);
   // The answer is the last line; kubectl warns first for cluster-scoped resources.
-  std::string answer = result.output;
-  while (!answer.empty() && std::isspace(static_cast<unsigned char>(answer.back())))
-    answer.pop_back();
+  std::string answer(absl::StripTrailingAsciiWhitespace(result.output));
   answer = answer.substr(answer.find_last_of('\n') + 1);
   EXPECT_TRUE(answer == "yes" || answer == "no") << question << ": " << result.output;
   return answer == "yes";
@@ -348,16 +346,14 @@ TEST_F(ChartInstalled, TheOperatorDoesItsWorkWithTheServiceAccountsRightsAlone) 
   const CommandResult token =
       Cluster().Kubectl("-n fulcrum-team-a create token team-a-ops-fulcrum --duration=1h");
   ASSERT_EQ(token.exit_code, 0) << token.output;
-  std::string bearer = token.output;
-  while (!bearer.empty() && std::isspace(static_cast<unsigned char>(bearer.back())))
-    bearer.pop_back();
-  const std::string kubectl_as_operator =
-      "cp " + ShellQuote(Cluster().kubeconfig()) + " " + kubeconfig + " && " +
-      ShellQuote(Cluster().Get("FULCRUM_KUBECTL")) + " --kubeconfig " + kubeconfig;
-  const CommandResult configured = RunShell(
-      kubectl_as_operator + " config set-credentials operator --token=" + ShellQuote(bearer) +
-      " && " + ShellQuote(Cluster().Get("FULCRUM_KUBECTL")) + " --kubeconfig " + kubeconfig +
-      " config set-context --current --user=operator");
+  // The admin kubeconfig's server and CA, with the ServiceAccount's token as the only user.
+  const std::string kubectl =
+      ShellQuote(Cluster().Get("FULCRUM_KUBECTL")) + " --kubeconfig " + ShellQuote(kubeconfig);
+  const std::string bearer(absl::StripTrailingAsciiWhitespace(token.output));
+  const CommandResult configured =
+      RunShell("cp " + ShellQuote(Cluster().kubeconfig()) + " " + ShellQuote(kubeconfig) + " && " +
+               kubectl + " config set-credentials operator --token=" + ShellQuote(bearer) + " && " +
+               kubectl + " config set-context --current --user=operator");
   ASSERT_EQ(configured.exit_code, 0) << configured.output;
 
   const std::string log = Cluster().dir + "/logs/chart-operator.log";
