@@ -79,13 +79,21 @@ nlohmann::json BuildJobStatus(const JobState& state,
   else if (running)
     phase = state.rebalancing ? "Rebalancing" : "Running";
 
-  const std::string waiting = std::to_string(ready) + " of at least " +
-                              std::to_string(state.min_workers) + " workers training";
+  std::string running_reason = running ? "Training" : "WaitingForWorkers";
+  std::string running_message = std::to_string(ready) + " of at least " +
+                                std::to_string(state.min_workers) + " workers training";
+  if (!training.formation_error.empty()) {
+    // The coordinator keeps retrying; say so instead of a silent stall.
+    running_reason = "GenerationRetrying";
+    running_message = "cannot form the next membership generation (" +
+                      std::to_string(training.formation_failures) +
+                      " attempts, retrying with back-off): " + training.formation_error;
+  }
   const std::vector<Condition> conditions = {
       {"Created", state.created, state.created ? "ObjectsCreated" : "Creating",
        state.created ? "token Secret, Service and worker pods created"
                      : "creating the job's objects"},
-      {"Running", running, running ? "Training" : "WaitingForWorkers", waiting},
+      {"Running", running, running_reason, running_message},
       {"Rebalancing", running && state.rebalancing, state.rebalancing ? "NewPlan" : "Balanced",
        training.last_rebalance.reason.empty() ? "no rebalance yet"
                                               : training.last_rebalance.reason},

@@ -11,6 +11,9 @@ namespace {
 
 constexpr double kAverageWeight = 0.2;  // exponential average over ~5 steps
 constexpr int64_t kMaxApplyLeadSteps = 1000;
+// Plans of a generation remembered besides its first (sent_plans_); the trainer keeps the
+// first and at least the latest 32 (trainer_image/trainer/coordinator_link.cc).
+constexpr std::size_t kKeptPlans = 64;
 
 double UnixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -23,8 +26,18 @@ Status CheckFinite(double value, const char* field) {
   return Ok();
 }
 
+Status CheckCounter(int64_t value, const char* field) {
+  if (value < 0 || value > kMaxProgressCounter) {
+    return InvalidArgument(field, "must be in [0, 2^50], not " + std::to_string(value));
+  }
+  return Ok();
+}
+
 Status ValidateReport(const fulcrum::v1::StepReport& report) {
-  if (report.step() < 0) return InvalidArgument("step_report.step", "must be >= 0");
+  if (Status status = CheckCounter(report.step(), "step_report.step"); !status.ok()) return status;
+  if (Status status = CheckCounter(report.generation(), "step_report.generation"); !status.ok()) {
+    return status;
+  }
   if (report.local_batch() < 0) return InvalidArgument("step_report.local_batch", "must be >= 0");
   if (report.peak_memory() < 0) return InvalidArgument("step_report.peak_memory", "must be >= 0");
   if (report.out_of_memory_micro_batch() < 0 ||
@@ -97,9 +110,41 @@ JobSession::Member* JobSession::Find(std::string_view pod) {
   return it == members_.end() ? nullptr : &it->second;
 }
 
-Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out) {
+Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out,
+                        std::string_view peer_host) {
+  if (Status status = CheckCounter(hello.step(), "hello.step"); !status.ok()) return status;
+  if (Status status = CheckCounter(hello.generation(), "hello.generation"); !status.ok()) {
+    return status;
+  }
+  // Before its first generation a session learns the generation from the trainers (it may be a
+  // new leader's, with trainers far into the job); after it, a trainer can only be in one it
+  // announced.
+  if (generations_formed_ > 0 && hello.generation() > membership_generation_ + 1) {
+    return InvalidArgument("hello.generation",
+                           "generation " + std::to_string(hello.generation()) +
+                               " was never announced: this job is at generation " +
+                               std::to_string(membership_generation_));
+  }
+  for (const auto& [pod, member] : members_) {
+    if (pod != hello.pod() && member.connected &&
+        member.hello.store_address() == hello.store_address()) {
+      return Error{ErrorCode::kAlreadyExists,
+                   "store address " + hello.store_address() + " is pod \"" + pod +
+                       "\"'s: every trainer serves its own TCPStore",
+                   "hello.store_address"};
+    }
+  }
   if (Member* known = Find(hello.pod())) {
     const bool same_process = known->hello.store_address() == hello.store_address();
+    if (same_process && !peer_host.empty() && !known->peer_host.empty() &&
+        known->peer_host != peer_host) {
+      // The same process reconnects from its own address; a stream from elsewhere that copies
+      // a member's name and store address would take over its assignments.
+      return Error{ErrorCode::kAlreadyExists,
+                   "pod \"" + hello.pod() + "\" trains from " + known->peer_host + ", not from " +
+                       std::string(peer_host) + ": give every trainer its own --pod",
+                   "hello.pod"};
+    }
     if (known->connected && !same_process) {
       return Error{ErrorCode::kAlreadyExists,
                    "pod \"" + hello.pod() +
@@ -109,6 +154,7 @@ Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, 
     }
     known->connected = true;
     known->last_seen = now;
+    if (!peer_host.empty()) known->peer_host = std::string(peer_host);
     if (same_process && known->rank >= 0) {
       // A reconnect after a network blip: the trainer kept training; tell it where it stands.
       log::Info("coordinator", config_.name, "trainer reconnected", {{"pod", hello.pod()}});
@@ -121,16 +167,20 @@ Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, 
     }
     known->hello = hello;
     known->rank = -1;
-    ScheduleGeneration(now, "restarted: " + hello.pod(), /*force=*/true);
+    ScheduleForcedGeneration(*known, now, "restarted: " + hello.pod());
     return Ok();
   }
   // After a coordinator restart, trainers still train in generations numbered by the old
   // one: continue above them, so the next generation is recognisably newer to everyone.
-  membership_generation_ = std::max(membership_generation_, hello.generation());
+  if (generations_formed_ == 0) {
+    membership_generation_ = std::max(membership_generation_, hello.generation());
+  }
   Member member;
   member.hello = hello;
+  member.peer_host = std::string(peer_host);
   member.join_sequence = next_join_sequence_++;
   member.last_seen = now;
+  member.forced_generation_refilled = now;
   members_.emplace(hello.pod(), std::move(member));
   log::Info("coordinator", config_.name, "trainer joined",
             {{"pod", hello.pod()},
@@ -154,6 +204,37 @@ void JobSession::ScheduleGeneration(Clock::time_point now, std::string reason, b
   pending_since_ = now;  // settle counts from the latest event, folding a burst into one
   pending_reason_ += (pending_reason_.empty() ? "" : "; ") + reason;
   pending_force_ = pending_force_ || force;
+}
+
+void JobSession::ScheduleForcedGeneration(Member& member, Clock::time_point now,
+                                          std::string reason) {
+  if (now < member.forced_deferred_until) return;  // folded into the deferred one
+  const double refilled =
+      std::max(0.0, std::chrono::duration<double>(now - member.forced_generation_refilled) /
+                        std::chrono::duration<double>(kForcedGenerationRefill));
+  member.forced_generation_tokens =
+      std::min<double>(kForcedGenerationBurst, member.forced_generation_tokens + refilled);
+  member.forced_generation_refilled = now;
+  if (member.forced_generation_tokens >= 1.0) {
+    member.forced_generation_tokens -= 1.0;
+  } else {
+    // Out of tokens: not refused (an honest trainer whose peers keep failing still gets its
+    // generation) but deferred until the next token, which it spends then.
+    member.forced_deferred_until =
+        now + std::chrono::duration_cast<Clock::duration>(
+                  (1.0 - member.forced_generation_tokens) *
+                  std::chrono::duration<double>(kForcedGenerationRefill));
+    member.forced_generation_tokens = 0.0;
+    member.forced_generation_refilled = member.forced_deferred_until;
+    not_before_ = std::max(not_before_, member.forced_deferred_until);
+    log::Warn("coordinator", config_.name, "pod asks to re-form too often; deferring",
+              {{"pod", member.hello.pod()},
+               {"reason", reason},
+               {"deferred_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   member.forced_deferred_until - now)
+                                   .count()}});
+  }
+  ScheduleGeneration(now, std::move(reason), /*force=*/true);
 }
 
 Status JobSession::SyncControllerMembers(const std::vector<std::string>& pods) {
@@ -201,7 +282,26 @@ Status JobSession::DecidePlan(int64_t step, std::string* reason) {
   return Ok();
 }
 
-void JobSession::FormGeneration(Outbox& out) {
+void JobSession::RetryFormation(Clock::time_point now, const std::string& reason,
+                                const Error& error) {
+  ++formation_failures_;
+  formation_error_ = error.ToString();
+  const auto delay = std::min<Clock::duration>(
+      config_.settle * (int64_t{1} << std::min(formation_failures_, 16)), kMaxFormationRetryDelay);
+  log::Error(
+      "coordinator", config_.name, "cannot form a generation; retrying",
+      {{"error", formation_error_},
+       {"attempts", formation_failures_},
+       {"retry_in_ms", std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()}});
+  // Pending again, forced (the same members must be tried again), after the back-off; a new
+  // membership event retries sooner.
+  pending_since_ = now;
+  pending_reason_ = reason;
+  pending_force_ = true;
+  not_before_ = std::max(not_before_, now + delay);
+}
+
+void JobSession::FormGeneration(Clock::time_point now, Outbox& out) {
   std::vector<const Member*> candidates;
   for (const auto& [pod, member] : members_) {
     if (member.connected) candidates.push_back(&member);
@@ -222,8 +322,7 @@ void JobSession::FormGeneration(Outbox& out) {
   if (pods == ranks_ && !force && membership_generation_ > 0) return;  // e.g. a spare joined
 
   if (Status status = SyncControllerMembers(pods); !status.ok()) {
-    log::Error("coordinator", config_.name, "balancer refused membership",
-               {{"error", status.error().ToString()}});
+    RetryFormation(now, reason, status.error());
     return;
   }
   ++membership_generation_;
@@ -235,13 +334,19 @@ void JobSession::FormGeneration(Outbox& out) {
   }
   reporters_by_step_.clear();
   batches_.clear();
+  sent_plans_.clear();
+  completed_step_in_generation_.reset();
   steps_in_generation_ = 0;
   std::string plan_reason;
   if (Status status = DecidePlan(completed_step_ + 1, &plan_reason); !status.ok()) {
-    log::Error("coordinator", config_.name, "balancer could not plan",
-               {{"error", status.error().ToString()}});
+    // This generation is never announced: its members keep training in the last one until
+    // the retry forms the next (numbered above it).
+    RetryFormation(now, reason, status.error());
     return;
   }
+  ++generations_formed_;
+  formation_error_.clear();
+  formation_failures_ = 0;
   log::Info("coordinator", config_.name, "new generation",
             {{"membership_generation", membership_generation_},
              {"members", ranks_},
@@ -252,6 +357,10 @@ void JobSession::FormGeneration(Outbox& out) {
 
 void JobSession::SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out) {
   if (ranks_.empty()) return;
+  if (sent_plans_.empty() || sent_plans_.back() != batches_) {
+    if (sent_plans_.size() > kKeptPlans) sent_plans_.erase(sent_plans_.begin() + 1);
+    sent_plans_.push_back(batches_);
+  }
   const std::string rendezvous = members_.at(ranks_.front()).hello.store_address();
   for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
     Outgoing message{ranks_[rank], {}};
@@ -296,6 +405,7 @@ Status JobSession::Report(std::string_view pod, const fulcrum::v1::StepReport& r
   // In flight while the generation changed, or from a trainer that is not (yet) a member of
   // the current generation, e.g. one still training after this coordinator restarted.
   if (report.generation() < membership_generation_ || member->rank < 0) return Ok();
+  if (Status status = CheckReportClaims(*member, report); !status.ok()) return status;
   member->last_report = report;
   balancer::StepReport observation;
   observation.worker_id = std::string(pod);
@@ -349,6 +459,7 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
   }
   if (step > completed_step_) ++steps_in_generation_;
   completed_step_ = std::max(completed_step_, step);
+  completed_step_in_generation_ = std::max(completed_step_in_generation_.value_or(step), step);
   ideal_samples_per_second_ = IdealSamplesPerSecond();
   int64_t lead = config_.min_apply_lead_steps;
   if (step_seconds_average_ > 0.0) {
@@ -369,6 +480,41 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
              {"batches", batches_},
              {"reason", reason}});
   SendAssignments(last_decided_step_, reason, out);
+}
+
+// What a report of the current generation claims, against what this session knows: its own
+// steps only go forward, it stays near the steps the others are at, and it trained a batch the
+// coordinator gave its rank. An honest trainer never fails these; a token holder that lies
+// would skew the fits or grow the per-step bookkeeping.
+Status JobSession::CheckReportClaims(const Member& member,
+                                     const fulcrum::v1::StepReport& report) const {
+  if (member.last_report && member.last_report->generation() == report.generation() &&
+      report.step() <= member.last_report->step()) {
+    return InvalidArgument("step_report.step",
+                           "went back from " + std::to_string(member.last_report->step()) + " to " +
+                               std::to_string(report.step()) + " within generation " +
+                               std::to_string(report.generation()));
+  }
+  std::optional<int64_t> reference = completed_step_in_generation_;
+  if (!reference && !reporters_by_step_.empty()) reference = reporters_by_step_.begin()->first;
+  if (reference && report.step() > *reference + kMaxReportStepLead) {
+    return InvalidArgument("step_report.step",
+                           "step " + std::to_string(report.step()) + " is more than " +
+                               std::to_string(kMaxReportStepLead) + " ahead of step " +
+                               std::to_string(*reference) + ", where this generation is");
+  }
+  const auto rank = static_cast<std::size_t>(member.rank);
+  const bool assigned = std::any_of(sent_plans_.begin(), sent_plans_.end(), [&](const auto& plan) {
+    return rank < plan.size() && plan[rank] == report.local_batch();
+  });
+  if (!assigned) {
+    return InvalidArgument("step_report.local_batch",
+                           "rank " + std::to_string(member.rank) + " was never assigned " +
+                               std::to_string(report.local_batch()) + " samples in generation " +
+                               std::to_string(report.generation()) + "; its batch is " +
+                               std::to_string(rank < batches_.size() ? batches_[rank] : 0));
+  }
+  return Ok();
 }
 
 Status JobSession::Heartbeat(std::string_view pod, const fulcrum::v1::Heartbeat& heartbeat,
@@ -395,7 +541,7 @@ Status JobSession::Rejoin(std::string_view pod, const fulcrum::v1::Rejoin& rejoi
   if (rejoin.generation() < membership_generation_) return Ok();  // already re-formed since
   log::Warn("coordinator", config_.name, "trainer fell out of its generation",
             {{"pod", pod}, {"generation", rejoin.generation()}, {"reason", rejoin.reason()}});
-  ScheduleGeneration(now, "rejoin requested by " + std::string(pod), /*force=*/true);
+  ScheduleForcedGeneration(*member, now, "rejoin requested by " + std::string(pod));
   return Ok();
 }
 
@@ -424,8 +570,8 @@ std::vector<std::string> JobSession::Tick(Clock::time_point now, Outbox& out) {
   // (a whole-job restart). In between, the job goes on with whoever is left.
   if (connected == 0) waiting_for_min_workers_ = true;
   const bool enough = connected >= (waiting_for_min_workers_ ? config_.min_workers : 1);
-  if (pending_since_ && now - *pending_since_ >= config_.settle && enough) {
-    FormGeneration(out);
+  if (pending_since_ && now - *pending_since_ >= config_.settle && now >= not_before_ && enough) {
+    FormGeneration(now, out);
   }
   return silent;
 }
@@ -534,6 +680,8 @@ JobSessionSnapshot JobSession::Snapshot() const {
         std::find(releasable.begin(), releasable.end(), member.pod) != releasable.end();
   }
   snapshot.release_gain = gain;
+  snapshot.formation_error = formation_error_;
+  snapshot.formation_failures = formation_failures_;
   snapshot.ideal_samples_per_second = ideal_samples_per_second_;
   if (ideal_samples_per_second_ > 0.0) {
     snapshot.efficiency = samples_per_second_average_ / ideal_samples_per_second_;

@@ -22,6 +22,22 @@ namespace fulcrum::coordinator {
 
 using Clock = std::chrono::steady_clock;
 
+// The largest step or membership generation any message may claim: far beyond a real job
+// (2^50 steps at 1,000 steps/s take 35,000 years) and far below INT64_MAX, so `step + lead`
+// and `generation + 1` can never overflow, whatever a token holder sends.
+inline constexpr int64_t kMaxProgressCounter = int64_t{1} << 50;
+// How far ahead of the generation's steps a report may be. Ranks step together (every step
+// ends in a collective), so an honest report is at most a step or two ahead; the bound keeps a
+// token holder from filling the per-step bookkeeping with steps nobody else will report.
+inline constexpr int64_t kMaxReportStepLead = 100;
+// Re-formations one pod may force (Rejoin, or a restart under its name): a burst of this many,
+// then one per kForcedGenerationRefill. More are not refused but deferred, so a pod that keeps
+// asking cannot keep the whole job re-forming process groups instead of training.
+inline constexpr int kForcedGenerationBurst = 3;
+inline constexpr std::chrono::seconds kForcedGenerationRefill{10};
+// After a failed attempt to form a generation, the next waits settle x 2^failures, at most this.
+inline constexpr std::chrono::seconds kMaxFormationRetryDelay{30};
+
 struct Outgoing {
   std::string pod;
   fulcrum::v1::CoordinatorMessage message;
@@ -45,7 +61,10 @@ class JobSession {
 
   // A trainer said Hello (its token is already checked). A pod that reconnects while still
   // remembered gets its current Assignment again; anyone else waits for the next generation.
-  Status Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out);
+  // `peer_host`: the address the stream comes from ("" when unknown); a pod's name and its
+  // store address cannot be claimed from another host while it is remembered.
+  Status Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out,
+              std::string_view peer_host = {});
   // The trainer's stream closed; it leaves after leave_timeout unless it reconnects.
   void Disconnect(std::string_view pod, Clock::time_point now);
   Status Report(std::string_view pod, const fulcrum::v1::StepReport& report, Clock::time_point now,
@@ -63,18 +82,27 @@ class JobSession {
  private:
   struct Member {
     fulcrum::v1::Hello hello;
+    std::string peer_host;
     uint64_t join_sequence = 0;
     bool connected = true;
     Clock::time_point last_seen;
     Clock::time_point disconnected_at;
     int rank = -1;  // in the current generation, -1 if not a member of it
     std::optional<fulcrum::v1::StepReport> last_report;
+    // Token bucket for the re-formations this pod forces (kForcedGenerationBurst).
+    double forced_generation_tokens = kForcedGenerationBurst;
+    Clock::time_point forced_generation_refilled;
+    Clock::time_point forced_deferred_until;  // a deferred re-formation of its is pending
   };
 
   JobSession(JobSessionConfig config, balancer::Controller controller);
   Member* Find(std::string_view pod);
   void ScheduleGeneration(Clock::time_point now, std::string reason, bool force);
-  void FormGeneration(Outbox& out);
+  // A re-formation `member` asks for: at once while its bucket has tokens, later otherwise.
+  void ScheduleForcedGeneration(Member& member, Clock::time_point now, std::string reason);
+  void FormGeneration(Clock::time_point now, Outbox& out);
+  void RetryFormation(Clock::time_point now, const std::string& reason, const Error& error);
+  Status CheckReportClaims(const Member& member, const fulcrum::v1::StepReport& report) const;
   Status SyncControllerMembers(const std::vector<std::string>& pods);
   void OnStepComplete(int64_t step, Outbox& out);
   Status DecidePlan(int64_t step, std::string* reason);
@@ -93,6 +121,10 @@ class JobSession {
   int64_t membership_generation_ = 0;
   std::vector<std::string> ranks_;  // pods by rank
   std::vector<int> batches_;        // the last plan sent, by rank
+  // The plans sent in this generation, by rank: the first and the latest kKeptPlans. Rank 0
+  // picks each step's plan from those it has received, so a report's local batch must be one
+  // of them.
+  std::vector<std::vector<int>> sent_plans_;
   int accumulation_steps_ = 1;
   std::vector<std::string> controller_members_;
 
@@ -100,9 +132,17 @@ class JobSession {
   std::optional<Clock::time_point> pending_since_;
   std::string pending_reason_;
   bool pending_force_ = false;
+  // No generation forms before this (deferred forced re-formations, failed attempts).
+  Clock::time_point not_before_{};
+  int generations_formed_ = 0;  // by this session (a restarted one starts at 0)
+  // Why the last attempt to form a generation failed ("" once one formed), and how many
+  // attempts in a row failed.
+  std::string formation_error_;
+  int formation_failures_ = 0;
 
   std::map<int64_t, std::set<std::string>> reporters_by_step_;
   int64_t completed_step_ = -1;
+  std::optional<int64_t> completed_step_in_generation_;
   // Steps completed since the current membership generation formed: its members' fits start
   // there (a new leader's session starts with trainers far into the job).
   int64_t steps_in_generation_ = 0;

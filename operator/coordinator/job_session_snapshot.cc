@@ -29,6 +29,8 @@ nlohmann::json ToJson(const JobSessionSnapshot& job) {
           {"ideal_samples_per_second", job.ideal_samples_per_second},
           {"efficiency", job.efficiency},
           {"plan_changes", job.plan_changes},
+          {"formation_error", job.formation_error},
+          {"formation_failures", job.formation_failures},
           {"last_rebalance",
            {{"apply_at_step", job.last_rebalance.apply_at_step},
             {"reason", job.last_rebalance.reason},

@@ -49,6 +49,10 @@ struct JobSessionSnapshot {
   RebalanceSnapshot last_rebalance;
   // Step time saved by going on without the releasable members (0: none is releasable).
   double release_gain = 0.0;
+  // Why the last attempt to form a generation failed ("" when the last one formed), and how
+  // many attempts in a row failed; the session keeps retrying with back-off.
+  std::string formation_error;
+  int formation_failures = 0;
 };
 
 nlohmann::json ToJson(const JobSessionSnapshot& job);

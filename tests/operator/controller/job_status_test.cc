@@ -97,6 +97,21 @@ TEST(JobStatus, PhasesFollowTheControllersDecisions) {
   EXPECT_EQ(BuildJobStatus(waiting, Training(), {}, "t")["phase"], "Pending");
 }
 
+TEST(JobStatus, AGenerationTheCoordinatorCannotFormIsNamedInTheRunningCondition) {
+  JobState state{.created = true, .min_workers = 2};
+  coordinator::JobSessionSnapshot training = Training();
+  training.formation_error = "Infeasible (workers[].max_batch): no worker can hold a sample";
+  training.formation_failures = 4;
+  const nlohmann::json status = BuildJobStatus(state, training, {}, "t");
+  const nlohmann::json& running = *ConditionOf(status, "Running");
+  EXPECT_EQ(running["reason"], "GenerationRetrying");
+  EXPECT_EQ(running["message"],
+            "cannot form the next membership generation (4 attempts, retrying with back-off): "
+            "Infeasible (workers[].max_batch): no worker can hold a sample");
+  EXPECT_EQ((*ConditionOf(BuildJobStatus(state, Training(), {}, "t"), "Running"))["reason"],
+            "Training");
+}
+
 TEST(JobStatus, ConditionsKeepTheirTransitionTimeUntilTheyChange) {
   JobState state{.created = true, .min_workers = 2};
   const nlohmann::json first = BuildJobStatus(state, Training(), {}, "2026-11-22T20:00:00Z");

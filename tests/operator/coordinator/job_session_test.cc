@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 
 #include "operator/coordinator/token_file.h"
 
@@ -287,8 +288,9 @@ TEST_F(JobSessionTest, TheIdealStepCountsEverythingAfterComputeNotJustTheAllRedu
   // Equal workers, 1 ms per sample: the best split computes 15 samples each, 15 ms; every step
   // also spends 10 ms after compute (5 ms of it in the all-reduce).
   for (int64_t step = 0; step < 40; ++step) {
-    ASSERT_TRUE(Report("a", 1, step, 15, 0.015, out, 0.010).ok());
-    ASSERT_TRUE(Report("b", 1, step, 15, 0.015, out, 0.010).ok());
+    const auto plan = job_->Snapshot().plan;  // 15/15, dithered now and then
+    ASSERT_TRUE(Report("a", 1, step, plan[0], 0.001 * plan[0], out, 0.010).ok());
+    ASSERT_TRUE(Report("b", 1, step, plan[1], 0.001 * plan[1], out, 0.010).ok());
   }
   EXPECT_NEAR(job_->Snapshot().ideal_samples_per_second, 30 / 0.025, 30 / 0.025 * 0.05);
   Outbox bad;
@@ -337,6 +339,174 @@ TEST_F(JobSessionTest, AnOutOfMemoryMicroBatchCapsThatWorkerBelowIt) {
   const Status refused = job_->Report("a", impossible, now_, bad);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().field, "step_report.out_of_memory_micro_batch");
+}
+
+TEST_F(JobSessionTest, AHelloFromAGenerationNeverAnnouncedIsRefusedOnceTheSessionHasFormedOne) {
+  // A new session learns the generation from its trainers (they may be far into the job)...
+  fulcrum::v1::Hello veteran = HelloFrom("a");
+  veteran.set_generation(7);
+  Outbox out;
+  ASSERT_TRUE(job_->Join(veteran, now_, out).ok());
+  Join("b");
+  Tick(200ms);
+  ASSERT_EQ(job_->membership_generation(), 8);
+  // ...but once it has announced one, nobody can be in a later one than the next.
+  fulcrum::v1::Hello liar = HelloFrom("c");
+  liar.set_generation(20);
+  const Status refused = job_->Join(liar, now_, out);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(refused.error().field, "hello.generation");
+  EXPECT_NE(refused.error().message.find("at generation 8"), std::string::npos);
+  liar.set_generation(9);
+  EXPECT_TRUE(job_->Join(liar, now_, out).ok());
+  EXPECT_EQ(job_->membership_generation(), 8);
+}
+
+TEST_F(JobSessionTest, CountersNearInt64MaxAreRefusedEvenBeforeTheFirstGeneration) {
+  Outbox out;
+  fulcrum::v1::Hello hello = HelloFrom("a");
+  hello.set_generation(std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(job_->Join(hello, now_, out).error().field, "hello.generation");
+  hello.set_generation(0);
+  hello.set_step(std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(job_->Join(hello, now_, out).error().field, "hello.step");
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  fulcrum::v1::StepReport report;
+  report.set_generation(1);
+  report.set_step(std::numeric_limits<int64_t>::max());
+  report.set_local_batch(job_->Snapshot().plan[0]);
+  EXPECT_EQ(job_->Report("a", report, now_, out).error().field, "step_report.step");
+  report.set_step(0);
+  report.set_generation(std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(job_->Report("a", report, now_, out).error().field, "step_report.generation");
+}
+
+TEST_F(JobSessionTest, ReportsOfStepsFarAheadOrGoingBackAreRefusedAndTheOthersKeepTraining) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  const auto plan = job_->Snapshot().plan;
+  Outbox out;
+  ASSERT_TRUE(Report("a", 1, 40, plan[0], 0.01, out).ok());  // a new leader's session: any start
+  const Status ahead = Report("a", 1, 40 + kMaxReportStepLead + 1, plan[0], 0.01, out);
+  ASSERT_FALSE(ahead.ok());
+  EXPECT_EQ(ahead.error().field, "step_report.step");
+  EXPECT_NE(ahead.error().message.find("ahead of step 40"), std::string::npos);
+  const Status back = Report("a", 1, 40, plan[0], 0.01, out);
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.error().message.find("went back from 40 to 40"), std::string::npos);
+  // Neither lie counted: step 40 completes when b reports it, and the job goes on from there.
+  ASSERT_TRUE(Report("b", 1, 40, plan[1], 0.01, out).ok());
+  EXPECT_EQ(job_->Snapshot().step, 40);
+  ASSERT_TRUE(Report("b", 1, 41, plan[1], 0.01, out).ok());
+  const Status far = Report("b", 1, 41 + kMaxReportStepLead, plan[1], 0.01, out);
+  EXPECT_EQ(far.error().field, "step_report.step");
+  ASSERT_TRUE(Report("a", 1, 41, plan[0], 0.01, out).ok());
+  EXPECT_EQ(job_->Snapshot().step, 41);
+}
+
+TEST_F(JobSessionTest, AReportOfABatchItsRankWasNeverGivenIsRefusedAndNotFitted) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  const auto plan = job_->Snapshot().plan;
+  Outbox out;
+  // "I did 29 samples in 1 ms": were it believed, a would be fitted as very fast.
+  const Status refused = Report("a", 1, 0, 29, 0.001, out);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().field, "step_report.local_batch");
+  EXPECT_NE(refused.error().message.find("never assigned 29"), std::string::npos);
+  EXPECT_EQ(job_->Snapshot().members[0].last_step, -1) << "the refused report was not recorded";
+  // Every batch of a plan sent in this generation stays acceptable: rank 0 may still use one.
+  TrainSteps(0, 30, [](const std::string& pod) { return pod == "a" ? 0.004 : 0.001; });
+  const auto rebalanced = job_->Snapshot().plan;
+  ASSERT_NE(rebalanced, plan) << "the test needs a second plan";
+  EXPECT_TRUE(Report("a", 1, 30, plan[0], 0.01, out).ok());
+  EXPECT_TRUE(Report("b", 1, 30, rebalanced[1], 0.01, out).ok());
+}
+
+TEST_F(JobSessionTest, APodOrStoreAddressHeldByAnotherHostCannotBeClaimed) {
+  Outbox out;
+  ASSERT_TRUE(job_->Join(HelloFrom("a"), now_, out, "10.0.0.1").ok());
+  // Another trainer naming a's TCPStore as its own would make it the generation's rendezvous.
+  fulcrum::v1::Hello thief = HelloFrom("x");
+  thief.set_store_address("a:29500");
+  const Status store = job_->Join(thief, now_, out, "10.0.0.9");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.error().code, ErrorCode::kAlreadyExists);
+  EXPECT_EQ(store.error().field, "hello.store_address");
+  // Copying a's name and store address from another host would take over its session.
+  const Status pod = job_->Join(HelloFrom("a"), now_, out, "10.0.0.9");
+  ASSERT_FALSE(pod.ok());
+  EXPECT_EQ(pod.error().field, "hello.pod");
+  EXPECT_NE(pod.error().message.find("trains from 10.0.0.1"), std::string::npos);
+  EXPECT_TRUE(job_->Join(HelloFrom("a"), now_, out, "10.0.0.1").ok()) << "a itself reconnecting";
+}
+
+TEST_F(JobSessionTest, APodThatKeepsAskingToReformIsDeferredAfterABurstButStillServed) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  ASSERT_EQ(job_->membership_generation(), 1);
+  // a asks for a new generation as soon as each one forms, for 4 seconds.
+  for (int i = 0; i < 20; ++i) {
+    fulcrum::v1::Rejoin rejoin;
+    rejoin.set_generation(job_->membership_generation());
+    ASSERT_TRUE(job_->Rejoin("a", rejoin, now_).ok());
+    Tick(200ms);
+  }
+  EXPECT_EQ(job_->membership_generation(), 1 + kForcedGenerationBurst)
+      << "a burst is served at once, then one per " << kForcedGenerationRefill.count() << " s";
+  for (int i = 0; i < 60; ++i) {
+    fulcrum::v1::Heartbeat heartbeat;
+    heartbeat.set_generation(job_->membership_generation());
+    ASSERT_TRUE(job_->Heartbeat("a", heartbeat, now_).ok());
+    ASSERT_TRUE(job_->Heartbeat("b", heartbeat, now_).ok());
+    Tick(200ms);
+  }
+  EXPECT_EQ(job_->membership_generation(), 2 + kForcedGenerationBurst)
+      << "the deferred request is still honoured";
+}
+
+TEST_F(JobSessionTest, AGenerationThatCannotBePlannedIsRetriedAndSaysWhyInItsSnapshot) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  // Both run out of memory at a single sample: no split of the global batch exists.
+  Outbox out;
+  const auto plan = job_->Snapshot().plan;
+  for (const auto& [pod, batch] : {std::pair{"a", plan[0]}, std::pair{"b", plan[1]}}) {
+    fulcrum::v1::StepReport report;
+    report.set_generation(1);
+    report.set_step(0);
+    report.set_local_batch(batch);
+    report.set_out_of_memory(true);
+    report.set_out_of_memory_micro_batch(1);
+    ASSERT_TRUE(job_->Report(pod, report, now_, out).ok());
+  }
+  fulcrum::v1::Rejoin rejoin;
+  rejoin.set_generation(1);
+  ASSERT_TRUE(job_->Rejoin("a", rejoin, now_).ok());
+  EXPECT_TRUE(Tick(200ms).empty()) << "nothing to announce";
+  JobSessionSnapshot snapshot = job_->Snapshot();
+  EXPECT_NE(snapshot.formation_error.find("no worker can hold a sample"), std::string::npos)
+      << snapshot.formation_error;
+  EXPECT_EQ(snapshot.formation_failures, 1);
+  for (int i = 0; i < 10; ++i) Tick(200ms);
+  EXPECT_GT(job_->Snapshot().formation_failures, 1) << "it keeps trying";
+  // A trainer that can hold samples joins: the next attempt forms and announces a generation.
+  Join("c");
+  Outbox formed;
+  for (int i = 0; i < 200 && formed.empty(); ++i) formed = Tick(200ms);
+  ASSERT_EQ(formed.size(), 3u);
+  EXPECT_GT(formed[0].message.assignment().generation(), 1);
+  snapshot = job_->Snapshot();
+  EXPECT_EQ(snapshot.formation_error, "");
+  EXPECT_EQ(snapshot.formation_failures, 0);
+  EXPECT_EQ(snapshot.plan, (std::vector<int>{0, 0, 30}));
 }
 
 TEST(TokenFile, ParsesJobTokenPairsAndNamesTheBadLine) {
