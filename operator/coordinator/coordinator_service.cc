@@ -1,5 +1,7 @@
 #include "operator/coordinator/coordinator_service.h"
 
+#include <absl/cleanup/cleanup.h>
+
 #include <chrono>
 #include <utility>
 
@@ -57,6 +59,22 @@ bool SameSecret(const std::string& a, const std::string& b) {
   return difference == 0;
 }
 
+// The host of a gRPC peer URI ("ipv4:10.0.0.5:41234", "ipv6:[fd00::5]:41234"); the whole
+// text for other schemes (unix sockets), which name no host.
+std::string PeerHost(const std::string& peer) {
+  const auto scheme = peer.find(':');
+  if (scheme == std::string::npos ||
+      (peer.compare(0, scheme, "ipv4") != 0 && peer.compare(0, scheme, "ipv6") != 0)) {
+    return peer;
+  }
+  std::string host = peer.substr(scheme + 1);
+  if (const auto port = host.rfind(':'); port != std::string::npos) host.resize(port);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
 Status ValidateHello(const fulcrum::v1::Hello& hello) {
   const std::pair<const std::string*, const char*> strings[] = {
       {&hello.job(), "hello.job"},     {&hello.pod(), "hello.pod"},
@@ -86,8 +104,11 @@ class CoordinatorService::Outlet {
  public:
   Outlet(grpc::ServerContext* context,
          grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage, fulcrum::v1::TrainerMessage>*
-             stream)
-      : context_(context), writer_([this, stream](std::stop_token stop) { Run(stop, stream); }) {}
+             stream,
+         std::size_t max_queued)
+      : context_(context),
+        max_queued_(max_queued),
+        writer_([this, stream](std::stop_token stop) { Run(stop, stream); }) {}
 
   ~Outlet() {
     {
@@ -97,12 +118,21 @@ class CoordinatorService::Outlet {
     wake_.notify_all();
   }
 
-  void Push(fulcrum::v1::CoordinatorMessage message) {
+  // Queues a message; false when the queue is full, which cancels the stream: its trainer has
+  // stopped reading (or reads slower than it is sent to), and must not pin the writer thread
+  // or grow the queue. It reconnects and is told where it stands.
+  bool Push(fulcrum::v1::CoordinatorMessage message) {
     {
       std::lock_guard lock(mutex_);
+      if (queue_.size() >= max_queued_) {
+        if (!overflowed_) context_->TryCancel();  // also ends a Write blocked on flow control
+        overflowed_ = true;
+        return false;
+      }
       queue_.push_back(std::move(message));
     }
     wake_.notify_all();
+    return true;
   }
 
   void Cancel() { context_->TryCancel(); }
@@ -125,14 +155,24 @@ class CoordinatorService::Outlet {
   }
 
   grpc::ServerContext* context_;
+  const std::size_t max_queued_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<fulcrum::v1::CoordinatorMessage> queue_;
+  bool overflowed_ = false;
   std::jthread writer_;  // last: started after everything it uses exists
 };
 
-CoordinatorService::CoordinatorService()
-    : ticker_([this](std::stop_token stop) { TickLoop(stop); }) {}
+Status CoordinatorLimits::Validate() const {
+  if (hello_timeout.count() <= 0) return InvalidArgument("hello_timeout", "must be > 0");
+  if (max_streams <= 0) return InvalidArgument("max_streams", "must be > 0");
+  if (max_streams_per_job <= 0) return InvalidArgument("max_streams_per_job", "must be > 0");
+  if (max_queued_messages == 0) return InvalidArgument("max_queued_messages", "must be > 0");
+  return Ok();
+}
+
+CoordinatorService::CoordinatorService(CoordinatorLimits limits)
+    : limits_(limits), ticker_([this](std::stop_token stop) { TickLoop(stop); }) {}
 
 CoordinatorService::~CoordinatorService() {
   ticker_.request_stop();
@@ -209,13 +249,34 @@ std::vector<JobSessionSnapshot> CoordinatorService::Snapshot() const {
 void CoordinatorService::Deliver(const std::string& job, Outbox& out) {
   for (Outgoing& message : out) {
     const auto it = sessions_.find(SessionKey{job, message.pod});
-    if (it != sessions_.end()) it->second->Push(std::move(message.message));
+    if (it != sessions_.end() && !it->second->Push(std::move(message.message))) {
+      log::Warn("coordinator", job, "a trainer does not read its messages; cancelling its stream",
+                {{"pod", message.pod}, {"queued", limits_.max_queued_messages}});
+    }
   }
   out.clear();
 }
 
+Status CoordinatorService::AdmitStream(grpc::ServerContext* context) {
+  std::lock_guard lock(mutex_);
+  if (streams_.size() >= static_cast<std::size_t>(limits_.max_streams)) {
+    return Error{ErrorCode::kResourceExhausted,
+                 "the coordinator serves " + std::to_string(streams_.size()) +
+                     " streams, its limit (max_streams); retry later",
+                 "session"};
+  }
+  streams_[context] = Clock::now() + limits_.hello_timeout;
+  return Ok();
+}
+
+void CoordinatorService::ForgetStream(grpc::ServerContext* context) {
+  std::lock_guard lock(mutex_);
+  streams_.erase(context);
+}
+
 Result<CoordinatorService::SessionKey> CoordinatorService::Open(
-    const fulcrum::v1::TrainerMessage& first, const std::shared_ptr<Outlet>& outlet) {
+    const fulcrum::v1::TrainerMessage& first, std::string_view peer_host,
+    const std::shared_ptr<Outlet>& outlet) {
   if (!first.has_hello()) {
     return InvalidArgument("hello", "the first message of a Session must be a Hello");
   }
@@ -235,6 +296,18 @@ Result<CoordinatorService::SessionKey> CoordinatorService::Open(
                  "hello.token"};
   }
   SessionKey key{hello.job(), hello.pod()};
+  int job_streams = 0;  // sessions_ is ordered by job first: the job's streams are one range
+  for (auto it = sessions_.lower_bound(SessionKey{hello.job(), ""});
+       it != sessions_.end() && it->first.job == hello.job(); ++it) {
+    ++job_streams;
+  }
+  // A reconnect replaces its own stream, so it is not counted twice.
+  if (job_streams >= limits_.max_streams_per_job && !sessions_.contains(key)) {
+    return Error{ErrorCode::kResourceExhausted,
+                 "job \"" + hello.job() + "\" has " + std::to_string(job_streams) +
+                     " trainer streams, its limit (max_streams_per_job); retry later",
+                 "hello.job"};
+  }
   Outbox out;
   fulcrum::v1::Hello joined = hello;
   if ((joined.gpu_product().empty() || joined.gpu_product() == "cpu") && node_product_) {
@@ -244,7 +317,7 @@ Result<CoordinatorService::SessionKey> CoordinatorService::Open(
       joined.set_gpu_product(product);
     }
   }
-  if (Status status = job->second.Join(joined, Clock::now(), out); !status.ok()) {
+  if (Status status = job->second.Join(joined, Clock::now(), out, peer_host); !status.ok()) {
     return status.error();
   }
   if (auto previous = sessions_.find(key); previous != sessions_.end()) {
@@ -302,13 +375,27 @@ grpc::Status CoordinatorService::Session(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage, fulcrum::v1::TrainerMessage>*
         stream) {
+  if (Status admitted = AdmitStream(context); !admitted.ok()) return ToGrpc(admitted.error());
+  const absl::Cleanup forget = [this, context] { ForgetStream(context); };
   fulcrum::v1::TrainerMessage message;
-  if (!stream->Read(&message)) {
+  const bool said_something = stream->Read(&message);
+  {
+    std::lock_guard lock(mutex_);
+    streams_[context].reset();  // the Hello deadline no longer applies
+  }
+  if (!said_something) {
+    if (context->IsCancelled()) {  // by TickLoop, or by the client; either way it is gone
+      log::Warn("coordinator", "", "closed a stream that sent no Hello in time",
+                {{"peer", context->peer()}, {"hello_timeout_ms", limits_.hello_timeout.count()}});
+      return {grpc::StatusCode::DEADLINE_EXCEEDED,
+              "no Hello within " + std::to_string(limits_.hello_timeout.count()) +
+                  " ms of opening the stream"};
+    }
     return {grpc::StatusCode::INVALID_ARGUMENT,
             "no Hello: the stream ended, or its first message was not a valid TrainerMessage"};
   }
-  auto outlet = std::make_shared<Outlet>(context, stream);
-  Result<SessionKey> key = Open(message, outlet);
+  auto outlet = std::make_shared<Outlet>(context, stream, limits_.max_queued_messages);
+  Result<SessionKey> key = Open(message, PeerHost(context->peer()), outlet);
   if (!key.ok()) return ToGrpc(key.error());
   grpc::Status result = grpc::Status::OK;
   while (stream->Read(&message)) {
@@ -327,6 +414,13 @@ void CoordinatorService::TickLoop(std::stop_token stop) {
   while (!stop.stop_requested()) {
     std::this_thread::sleep_for(kTickPeriod);
     std::lock_guard lock(mutex_);
+    const auto now = Clock::now();
+    for (auto& [context, hello_deadline] : streams_) {
+      if (hello_deadline && now >= *hello_deadline) {
+        context->TryCancel();  // its Read returns; Session answers DEADLINE_EXCEEDED
+        hello_deadline.reset();
+      }
+    }
     for (auto& [name, job] : jobs_) {
       Outbox out;
       for (const std::string& pod : job.Tick(Clock::now(), out)) {

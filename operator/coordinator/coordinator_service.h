@@ -30,9 +30,23 @@ inline constexpr int kMaxMessageBytes = 64 * 1024;
 // Longest string field (a DNS name is at most 253 characters).
 inline constexpr std::size_t kMaxStringBytes = 253;
 
+// What one misbehaving or hostile client can take from the coordinator. Every stream holds a
+// server thread while open, so streams are capped in all and per job, a stream must say Hello
+// soon, and a trainer that stops reading its messages is cancelled rather than left holding a
+// writer and a growing queue.
+struct CoordinatorLimits {
+  std::chrono::milliseconds hello_timeout{10000};  // from opening a stream to its Hello
+  int max_streams = 4096;                          // open streams, with and without a Hello
+  int max_streams_per_job = 512;                   // streams that said Hello to one job
+  std::size_t max_queued_messages = 256;           // unsent messages per stream
+
+  // Checks every field; the error names it.
+  Status Validate() const;
+};
+
 class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
  public:
-  CoordinatorService();
+  explicit CoordinatorService(CoordinatorLimits limits = {});
   ~CoordinatorService() override;
   CoordinatorService(const CoordinatorService&) = delete;
   CoordinatorService& operator=(const CoordinatorService&) = delete;
@@ -63,16 +77,23 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
     auto operator<=>(const SessionKey&) const = default;
   };
 
-  Result<SessionKey> Open(const fulcrum::v1::TrainerMessage& first,
+  Result<SessionKey> Open(const fulcrum::v1::TrainerMessage& first, std::string_view peer_host,
                           const std::shared_ptr<Outlet>& outlet);
+  // Counts a new stream against max_streams and starts its Hello deadline; the streams_ entry
+  // is erased when the returned guard is destroyed.
+  Status AdmitStream(grpc::ServerContext* context);
+  void ForgetStream(grpc::ServerContext* context);
   Status Dispatch(const SessionKey& key, const fulcrum::v1::TrainerMessage& message);
   void Close(const SessionKey& key, const std::shared_ptr<Outlet>& outlet);
   void Deliver(const std::string& job, Outbox& out);  // requires mutex_
   void TickLoop(std::stop_token stop);
 
+  const CoordinatorLimits limits_;
   mutable std::mutex mutex_;
   std::map<std::string, JobSession, std::less<>> jobs_;
   std::map<SessionKey, std::shared_ptr<Outlet>> sessions_;
+  // Every open stream; those still waiting for their Hello have its deadline.
+  std::map<grpc::ServerContext*, std::optional<Clock::time_point>> streams_;
   std::function<std::string(const std::string& node)> node_product_;
   std::jthread ticker_;
 };

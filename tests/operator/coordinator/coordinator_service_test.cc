@@ -17,6 +17,11 @@ using fulcrum::v1::TrainerMessage;
 
 constexpr const char* kToken = "job-secret-123";
 
+// Every trainer serves its own TCPStore; the coordinator refuses a second claim to one.
+std::string StoreOf(const std::string& pod) {
+  return "127.0.0.1:" + std::to_string(1000 + std::hash<std::string>{}(pod) % 50000);
+}
+
 class Trainer {
  public:
   Trainer(const std::shared_ptr<grpc::Channel>& channel)
@@ -32,7 +37,7 @@ class Trainer {
     hello.set_job(job);
     hello.set_pod(pod);
     hello.set_token(token);
-    hello.set_store_address("127.0.0.1:" + std::to_string(1000 + pod.size()));
+    hello.set_store_address(StoreOf(pod));
     return Send(message);
   }
   // The next Assignment (skipping Controls); nullopt when the stream ends.
@@ -103,7 +108,7 @@ TEST_F(CoordinatorServiceTest, GenerationsHaveDenseRanksAndRank0sRendezvous) {
   EXPECT_EQ(to_second->generation(), 2);
   EXPECT_EQ(to_first->rank(), 0);
   EXPECT_EQ(to_second->rank(), 1);
-  EXPECT_EQ(to_second->rendezvous_address(), "127.0.0.1:1001");  // a's store
+  EXPECT_EQ(to_second->rendezvous_address(), StoreOf("a"));
   EXPECT_EQ(to_first->batches(0) + to_first->batches(1), 32);
 
   const auto jobs = server_->service().Snapshot();
@@ -303,6 +308,98 @@ TEST_F(CoordinatorServiceTest, StaleGenerationIsRejectedWhileOthersKeepBeingServ
   EXPECT_EQ(to_b->generation(), 4);
   EXPECT_EQ(to_b->world_size(), 2);
   EXPECT_EQ(to_c->rank(), 1);
+}
+
+// A coordinator with small limits, to reach them in a test.
+class CoordinatorLimitsTest : public ::testing::Test {
+ protected:
+  void Start(CoordinatorLimits limits) {
+    service_ = std::make_unique<CoordinatorService>(limits);
+    auto server = CoordinatorServer::Start("127.0.0.1:0", *service_);
+    ASSERT_TRUE(server.ok());
+    server_ = std::move(*server);
+    ASSERT_TRUE(service_->AddJob(DemoJob()).ok());
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                   grpc::InsecureChannelCredentials());
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+  std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<CoordinatorServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+TEST_F(CoordinatorLimitsTest, AStreamThatNeverSaysHelloIsClosedAfterTheHelloTimeout) {
+  Start({.hello_timeout = std::chrono::milliseconds(300)});
+  Trainer silent(channel_);  // opens the stream and sends nothing (its own deadline is 60 s)
+  CoordinatorMessage message;
+  EXPECT_FALSE(silent.Read(&message));
+  // The server cancelled it (a cancelled stream carries no message), long before the client's
+  // own deadline would have ended it with DEADLINE_EXCEEDED.
+  EXPECT_EQ(silent.Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // A trainer that does speak is served as usual.
+  Trainer trainer(channel_);
+  ASSERT_TRUE(trainer.Hello("a"));
+  EXPECT_TRUE(trainer.NextAssignment().has_value());
+}
+
+TEST_F(CoordinatorLimitsTest, StreamsBeyondTheJobsCapAreRefusedWhileTheJobsTrainersStay) {
+  Start({.max_streams_per_job = 2});
+  Trainer a(channel_);
+  ASSERT_TRUE(a.Hello("a"));
+  ASSERT_TRUE(a.NextAssignment());
+  Trainer b(channel_);
+  ASSERT_TRUE(b.Hello("bb"));
+  ASSERT_TRUE(b.NextAssignment());
+  Trainer c(channel_);
+  ASSERT_TRUE(c.Hello("ccc"));
+  const grpc::Status refused = c.Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("max_streams_per_job"), std::string::npos)
+      << refused.error_message();
+  const auto job = service_->SnapshotOf("demo");
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->members.size(), 2u);
+  for (const MemberSnapshot& member : job->members) EXPECT_TRUE(member.connected) << member.pod;
+}
+
+TEST_F(CoordinatorLimitsTest, StreamsBeyondTheTotalCapAreRefusedBeforeTheyCanSayHello) {
+  Start({.max_streams = 2});
+  Trainer first(channel_);
+  Trainer second(channel_);  // two silent streams hold both places
+  ASSERT_TRUE(fulcrum::testing::WaitUntil(
+      [&] {
+        Trainer probe(channel_);
+        return probe.Finish().error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+      },
+      std::chrono::seconds(10)));
+  Trainer third(channel_);
+  third.Hello("a");
+  const grpc::Status refused = third.Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("max_streams"), std::string::npos)
+      << refused.error_message();
+}
+
+TEST_F(CoordinatorLimitsTest, ATrainerThatStopsReadingIsCancelledInsteadOfPinningItsWriter) {
+  Start({.max_queued_messages = 8});
+  Trainer deaf(channel_);
+  ASSERT_TRUE(deaf.Hello("a"));
+  ASSERT_TRUE(fulcrum::testing::WaitUntil(
+      [&] { return service_->SnapshotOf("demo")->membership_generation == 1; },
+      std::chrono::seconds(10)));
+  // The trainer reads nothing more: once flow control stops the writer, the queue fills.
+  const std::string reason(1000, 'x');
+  bool cancelled = false;
+  for (int i = 0; i < 200000 && !cancelled; ++i) {
+    ASSERT_TRUE(service_->SendControl("demo", fulcrum::v1::Control::CHECKPOINT, reason).ok());
+    if (i % 100 == 0) {
+      const auto job = service_->SnapshotOf("demo");
+      cancelled = job->members.empty() || !job->members[0].connected;
+    }
+  }
+  EXPECT_TRUE(cancelled) << "the coordinator still holds the stream of a trainer that never reads";
 }
 
 // A trainer whose host vanishes (its connection goes silent: no FIN, no RST, no heartbeats) is
