@@ -2,14 +2,17 @@
 
 namespace fulcrum::kube {
 
-WatchStream::WatchStream(std::unique_ptr<ResponseStream> body, std::string description)
-    : body_(std::move(body)), description_(std::move(description)) {}
+WatchStream::WatchStream(std::unique_ptr<ResponseStream> body, std::string description,
+                         std::size_t max_event_bytes)
+    : body_(std::move(body)), description_(std::move(description)), decoder_(max_event_bytes) {}
 
 Result<std::optional<WatchEvent>> WatchStream::Next() {
   constexpr std::size_t kReadSize = 64 * 1024;
   while (true) {
-    if (auto line = decoder_.NextLine()) {
-      auto event = DecodeWatchEvent(*line, description_);
+    auto line = decoder_.NextLine();
+    if (!line.ok()) return MakeError(line.error().code, description_ + ": " + line.error().message);
+    if (line->has_value()) {
+      auto event = DecodeWatchEvent(**line, description_);
       if (!event.ok()) return event.error();
       return std::optional<WatchEvent>(std::move(event).value());
     }

@@ -6,15 +6,18 @@
 #include <string>
 
 #include "common/result.h"
-#include "operator/kube/watch/ndjson_decoder.h"
 #include "operator/kube/rest/rest_client.h"
+#include "operator/kube/watch/ndjson_decoder.h"
 #include "operator/kube/watch/watch_event.h"
 
 namespace fulcrum::kube {
 
 class WatchStream {
  public:
-  WatchStream(std::unique_ptr<ResponseStream> body, std::string description);
+  // An event longer than `max_event_bytes` (as one JSON line) fails the
+  // stream (kInternal) instead of being buffered without bound.
+  WatchStream(std::unique_ptr<ResponseStream> body, std::string description,
+              std::size_t max_event_bytes = NdjsonDecoder::kDefaultMaxLineBytes);
 
   // The next event; std::nullopt when the server ended the stream normally
   // (timeoutSeconds reached): resume from the last resourceVersion seen. An

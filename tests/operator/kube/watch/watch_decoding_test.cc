@@ -43,12 +43,66 @@ TEST(NdjsonDecoder, YieldsTheSameLinesForEverySplitOfTheStream) {
     std::vector<std::string> lines;
     for (std::size_t at = 0; at < kThreeEvents.size(); at += chunk) {
       decoder.Feed(std::string_view(kThreeEvents).substr(at, chunk));
-      while (auto line = decoder.NextLine()) lines.push_back(*line);
+      while (true) {
+        auto line = decoder.NextLine();
+        ASSERT_TRUE(line.ok()) << line.error().ToString();
+        if (!line->has_value()) break;
+        lines.push_back(**line);
+      }
     }
     ASSERT_EQ(lines.size(), 3u) << "chunk size " << chunk;
     EXPECT_EQ(lines[1].back(), '}') << "\\r of CRLF must be dropped";
     EXPECT_EQ(decoder.pending_bytes(), 0u);
   }
+}
+
+TEST(NdjsonDecoder, ALineOverTheLimitIsAnErrorNamingTheLimitNotABiggerBuffer) {
+  NdjsonDecoder decoder(/*max_line_bytes=*/64);
+  decoder.Feed(std::string(64, 'x') + "\n");  // exactly at the limit: fine
+  auto at_limit = decoder.NextLine();
+  ASSERT_TRUE(at_limit.ok()) << at_limit.error().ToString();
+  EXPECT_EQ(at_limit->value().size(), 64u);
+
+  // A complete line one byte over.
+  decoder.Feed(std::string(65, 'y') + "\n");
+  auto over = decoder.NextLine();
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.error().message.find("limit of 64 bytes"), std::string::npos)
+      << over.error().message;
+
+  // A line that never ends: refused once it passes the limit, fed in small
+  // chunks, so the buffer never holds much more than the limit.
+  NdjsonDecoder endless(/*max_line_bytes=*/1000);
+  bool refused = false;
+  for (int chunk = 0; chunk < 1000 && !refused; ++chunk) {
+    endless.Feed(std::string(100, 'z'));
+    auto line = endless.NextLine();
+    if (!line.ok()) {
+      refused = true;
+      EXPECT_NE(line.error().message.find("limit of 1000 bytes"), std::string::npos)
+          << line.error().message;
+    } else {
+      EXPECT_FALSE(line->has_value());
+    }
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_LE(endless.pending_bytes(), 1100u);
+}
+
+TEST(WatchStream, AnEventLongerThanTheLimitFailsTheStreamNamingTheLimit) {
+  const std::string huge_event = R"({"type":"ADDED","object":{"metadata":{"name":")" +
+                                 std::string(4096, 'a') + R"("}}})" + "\n";
+  std::deque<std::string> chunks;
+  for (std::size_t at = 0; at < huge_event.size(); at += 100)
+    chunks.push_back(huge_event.substr(at, 100));
+  WatchStream stream(std::make_unique<ScriptedBody>(std::move(chunks)), "watch /x",
+                     /*max_event_bytes=*/1024);
+  auto next = stream.Next();
+  ASSERT_FALSE(next.ok());
+  EXPECT_NE(next.error().message.find("limit of 1024 bytes"), std::string::npos)
+      << next.error().message;
+  // The default bound is client-go's.
+  EXPECT_EQ(NdjsonDecoder().max_line_bytes(), 16u * 1024 * 1024);
 }
 
 TEST(WatchStream, DecodesEventsSplitAcrossChunksAndEndsCleanly) {
