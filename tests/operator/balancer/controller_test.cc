@@ -86,6 +86,10 @@ class FakeCluster {
   std::mt19937_64 random_;
 };
 
+// Claims about runs with noisy timings hold for every one of these seeds, not
+// for one lucky draw.
+constexpr uint64_t kSeeds = 50;
+
 std::vector<FakeWorker> EightMixedWorkers() {
   std::vector<FakeWorker> workers;
   for (int i = 0; i < 8; ++i) {
@@ -154,15 +158,18 @@ TEST(Controller, FirstPlanUsesCatalogSpeeds) {
 }
 
 TEST(Controller, StationaryNoiseChangesThePlanOnlyAFewTimesIn10000Steps) {
-  Controller controller = MakeController();
-  FakeCluster cluster(EightMixedWorkers(), 0.05, 1);
-  ASSERT_TRUE(cluster.Join(controller).ok());
-  int changes = 0;
-  for (int64_t step = 0; step < 10000; ++step) changes += cluster.Step(controller, step);
-  // The first plan, what the first measurements correct, and at most a refinement or two.
-  EXPECT_LE(changes, 4);
-  EXPECT_EQ(changes, controller.plan_changes());
-  EXPECT_GT(controller.plan().efficiency, 0.99);
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Controller controller = MakeController();
+    FakeCluster cluster(EightMixedWorkers(), 0.05, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    int changes = 0;
+    for (int64_t step = 0; step < 10000; ++step) changes += cluster.Step(controller, step);
+    // The first plan, what the first measurements correct, and at most a refinement or two.
+    EXPECT_LE(changes, 4);
+    EXPECT_EQ(changes, controller.plan_changes());
+    EXPECT_GT(controller.plan().efficiency, 0.99);
+  }
 }
 
 // Eight mixed workers settle for 300 steps, then worker 5 becomes 2x slower.
@@ -172,9 +179,9 @@ struct SlowdownOutcome {
   Plan plan_after;
 };
 
-SlowdownOutcome TwofoldSlowdownOfWorkerFive(int interval_steps) {
+SlowdownOutcome TwofoldSlowdownOfWorkerFive(int interval_steps, uint64_t seed) {
   Controller controller = MakeController(interval_steps);
-  FakeCluster cluster(EightMixedWorkers(), 0.05, 2);
+  FakeCluster cluster(EightMixedWorkers(), 0.05, seed);
   EXPECT_TRUE(cluster.Join(controller).ok());
   for (int64_t step = 0; step < 300; ++step) cluster.Step(controller, step);
   SlowdownOutcome outcome;
@@ -192,65 +199,84 @@ SlowdownOutcome TwofoldSlowdownOfWorkerFive(int interval_steps) {
 
 TEST(Controller, RealTwofoldSlowdownChangesThePlanWithinOneInterval) {
   constexpr int kInterval = 10;
-  const SlowdownOutcome outcome = TwofoldSlowdownOfWorkerFive(kInterval);
-  ASSERT_GE(outcome.steps_to_change, 0);
-  // Three reports confirm the change, then the next evaluation (at most an interval away).
-  EXPECT_LE(outcome.steps_to_change, kInterval + 3);
-  EXPECT_THAT(outcome.plan_after.reason, HasSubstr("predicted step time"));
-  EXPECT_LT(outcome.plan_after.workers[5].batch, 0.6 * outcome.batch_before);
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const SlowdownOutcome outcome = TwofoldSlowdownOfWorkerFive(kInterval, seed);
+    ASSERT_NE(outcome.steps_to_change, -1) << "no plan change within 100 steps of the slowdown";
+    // Three reports confirm the change, then the next evaluation (at most an interval away).
+    EXPECT_LE(outcome.steps_to_change, kInterval + 3);
+    EXPECT_THAT(outcome.plan_after.reason, HasSubstr("predicted step time"));
+    EXPECT_LT(outcome.plan_after.workers[5].batch, 0.6 * outcome.batch_before);
+  }
 }
 
 TEST(Controller, ASpeedRebalanceCarriesItsPredictedGain) {
-  Controller controller = MakeController();
-  FakeCluster cluster(EightMixedWorkers(), 0.01, 6);
-  ASSERT_TRUE(cluster.Join(controller).ok());
-  for (int64_t step = 0; step < 60; ++step) cluster.Step(controller, step);
-  cluster.worker(0).slowdown = 3.0;
-  bool changed = false;
-  for (int64_t step = 60; step < 120 && !changed; ++step) changed = cluster.Step(controller, step);
-  ASSERT_TRUE(changed);
-  EXPECT_THAT(controller.plan().reason, HasSubstr("predicted step time"));
-  EXPECT_GE(controller.plan().predicted_gain, 0.05);
-  EXPECT_LT(controller.plan().predicted_gain, 1.0);
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Controller controller = MakeController();
+    FakeCluster cluster(EightMixedWorkers(), 0.01, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    for (int64_t step = 0; step < 60; ++step) cluster.Step(controller, step);
+    cluster.worker(0).slowdown = 3.0;
+    bool changed = false;
+    for (int64_t step = 60; step < 120 && !changed; ++step) {
+      changed = cluster.Step(controller, step);
+    }
+    ASSERT_TRUE(changed);
+    EXPECT_THAT(controller.plan().reason, HasSubstr("predicted step time"));
+    EXPECT_GE(controller.plan().predicted_gain, 0.05);
+    EXPECT_LT(controller.plan().predicted_gain, 1.0);
+  }
 }
 
 TEST(Controller, AConfirmedSpeedChangeIsEvaluatedAtOnceNotAtTheNextInterval) {
   // An interval far longer than the run: only the confirmed speed change can trigger a re-plan.
-  const SlowdownOutcome outcome = TwofoldSlowdownOfWorkerFive(1000);
-  ASSERT_GE(outcome.steps_to_change, 0);
-  // Three reports confirm the change; the decision after them re-plans.
-  EXPECT_LE(outcome.steps_to_change, 4);
-  EXPECT_LT(outcome.plan_after.workers[5].batch, 0.6 * outcome.batch_before);
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const SlowdownOutcome outcome = TwofoldSlowdownOfWorkerFive(1000, seed);
+    ASSERT_NE(outcome.steps_to_change, -1) << "no plan change within 100 steps of the slowdown";
+    // Three reports confirm the change; the decision after them re-plans.
+    EXPECT_LE(outcome.steps_to_change, 4);
+    EXPECT_LT(outcome.plan_after.workers[5].batch, 0.6 * outcome.batch_before);
+  }
 }
 
 TEST(Controller, RefinesAPlanMadeOnLittleEvidenceOnceTheEvidenceHasGrown) {
   // min_gain so high that only refinements can replace the first measured plan.
   ControllerConfig config = Config(2048);
   config.min_gain = 0.5;
-  Controller controller = MakeController(config);
-  FakeCluster cluster(SixteenMixedWorkers(), 0.05, 5);
-  ASSERT_TRUE(cluster.Join(controller).ok());
-  std::vector<std::string> reasons;
-  for (int64_t step = 0; step < 2000; ++step) {
-    if (cluster.Step(controller, step)) reasons.push_back(controller.plan().reason);
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Controller controller = MakeController(config);
+    FakeCluster cluster(SixteenMixedWorkers(), 0.05, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    std::vector<std::string> reasons;
+    for (int64_t step = 0; step < 2000; ++step) {
+      if (cluster.Step(controller, step)) reasons.push_back(controller.plan().reason);
+    }
+    ASSERT_GE(reasons.size(), 2u);
+    EXPECT_EQ(reasons[0], "first plan");
+    for (std::size_t i = 1; i < reasons.size(); ++i) {
+      EXPECT_THAT(reasons[i], HasSubstr("refinement"));
+    }
+    // Evidence saturates under the fitter's forgetting, so refinements stop.
+    EXPECT_LE(reasons.size(), 4u);
+    EXPECT_GT(cluster.TrueEfficiency(controller), 0.98);
   }
-  ASSERT_GE(reasons.size(), 2u);
-  EXPECT_EQ(reasons[0], "first plan");
-  for (std::size_t i = 1; i < reasons.size(); ++i) EXPECT_THAT(reasons[i], HasSubstr("refinement"));
-  // Evidence saturates under the fitter's forgetting, so refinements stop.
-  EXPECT_LE(reasons.size(), 4u);
-  EXPECT_GT(cluster.TrueEfficiency(controller), 0.98);
 }
 
 TEST(Controller, KeepsAPlanMadeOnLittleEvidenceWhenRefinementIsOff) {
   ControllerConfig config = Config(2048);
   config.min_gain = 0.5;
   config.refinement_error_ratio = 0.0;
-  Controller controller = MakeController(config);
-  FakeCluster cluster(SixteenMixedWorkers(), 0.05, 5);
-  ASSERT_TRUE(cluster.Join(controller).ok());
-  for (int64_t step = 0; step < 2000; ++step) cluster.Step(controller, step);
-  EXPECT_EQ(controller.plan_changes(), 1);
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Controller controller = MakeController(config);
+    FakeCluster cluster(SixteenMixedWorkers(), 0.05, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    for (int64_t step = 0; step < 2000; ++step) cluster.Step(controller, step);
+    EXPECT_EQ(controller.plan_changes(), 1);
+  }
 }
 
 TEST(Controller, SameProductWorkersStopDitheringOnceTheirPooledShapeIsKnown) {
@@ -258,46 +284,58 @@ TEST(Controller, SameProductWorkersStopDitheringOnceTheirPooledShapeIsKnown) {
   for (int i = 0; i < 16; ++i) {
     workers.push_back({"w" + std::to_string(i), "NVIDIA-A100-SXM4-80GB", {0.034, 0.0002716}});
   }
-  Controller controller = MakeController(Config(4096));
-  FakeCluster cluster(workers, 0.05, 6);
-  ASSERT_TRUE(cluster.Join(controller).ok());
-  // Alone, each worker's ±10% dither would need its whole 40-step budget at this noise.
-  for (int64_t step = 0; step < 15; ++step) cluster.Step(controller, step);
-  Result<StepDecision> decision = controller.Decide(15);
-  ASSERT_TRUE(decision.ok());
-  EXPECT_EQ(decision->batches, PlannedBatches(controller));
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Controller controller = MakeController(Config(4096));
+    FakeCluster cluster(workers, 0.05, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    // Alone, each worker's ±10% dither would need its whole 40-step budget at this noise.
+    for (int64_t step = 0; step < 15; ++step) cluster.Step(controller, step);
+    Result<StepDecision> decision = controller.Decide(15);
+    ASSERT_TRUE(decision.ok());
+    EXPECT_EQ(decision->batches, PlannedBatches(controller));
+  }
 }
 
 TEST(Controller, ANewcomerPlansWithTheCostOfItsGpuProductsWorkers) {
-  Controller controller = MakeController();
-  FakeCluster cluster(EightMixedWorkers(), 0.05, 7);
-  ASSERT_TRUE(cluster.Join(controller).ok());
-  for (int64_t step = 0; step < 100; ++step) cluster.Step(controller, step);
-  ASSERT_TRUE(controller.AddWorker({"new", "NVIDIA-A100-SXM4-80GB"}).ok());
-  ASSERT_TRUE(controller.Decide(100).ok());
-  const LinearCost truth{0.034, 0.000272};
-  const double batch = controller.plan().workers.back().batch;
-  EXPECT_NEAR(controller.PlanningCost("new")->Seconds(batch), truth.Seconds(batch),
-              0.02 * truth.Seconds(batch));
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Controller controller = MakeController();
+    FakeCluster cluster(EightMixedWorkers(), 0.05, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    for (int64_t step = 0; step < 100; ++step) cluster.Step(controller, step);
+    ASSERT_TRUE(controller.AddWorker({"new", "NVIDIA-A100-SXM4-80GB"}).ok());
+    ASSERT_TRUE(controller.Decide(100).ok());
+    const LinearCost truth{0.034, 0.000272};
+    const double batch = controller.plan().workers.back().batch;
+    // The product's pooled fit from 4 workers x 100 noisy steps: within 2% for
+    // most draws, 2.3% at worst over these seeds (it was 2% for the one seed
+    // this claim was first checked with).
+    EXPECT_NEAR(controller.PlanningCost("new")->Seconds(batch), truth.Seconds(batch),
+                0.03 * truth.Seconds(batch));
+  }
 }
 
 TEST(Controller, ReplansAtOnceWhenAWorkerJoinsOrLeaves) {
-  Controller controller = MakeController();
-  FakeCluster cluster(EightMixedWorkers(), 0.02, 3);
-  ASSERT_TRUE(cluster.Join(controller).ok());
-  for (int64_t step = 0; step < 55; ++step) cluster.Step(controller, step);
-  ASSERT_TRUE(controller.AddWorker({"new", "Tesla-T4"}).ok());
-  ASSERT_TRUE(controller.RemoveWorker("w0").ok());
-  Result<StepDecision> decision = controller.Decide(55);
-  ASSERT_TRUE(decision.ok());
-  EXPECT_TRUE(decision->plan_changed);
-  EXPECT_THAT(controller.plan().reason, HasSubstr("joined: new"));
-  EXPECT_THAT(controller.plan().reason, HasSubstr("left: w0"));
-  EXPECT_EQ(controller.plan().workers.size(), 8u);
-  // The newcomer's prior comes from the measured workers scaled by catalog speed.
-  const LinearCost prior = *controller.FittedCost("new");
-  EXPECT_GT(prior.seconds_per_sample, 0.0015);
-  EXPECT_LT(prior.seconds_per_sample, 0.003);
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Controller controller = MakeController();
+    FakeCluster cluster(EightMixedWorkers(), 0.02, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    for (int64_t step = 0; step < 55; ++step) cluster.Step(controller, step);
+    ASSERT_TRUE(controller.AddWorker({"new", "Tesla-T4"}).ok());
+    ASSERT_TRUE(controller.RemoveWorker("w0").ok());
+    Result<StepDecision> decision = controller.Decide(55);
+    ASSERT_TRUE(decision.ok());
+    EXPECT_TRUE(decision->plan_changed);
+    EXPECT_THAT(controller.plan().reason, HasSubstr("joined: new"));
+    EXPECT_THAT(controller.plan().reason, HasSubstr("left: w0"));
+    EXPECT_EQ(controller.plan().workers.size(), 8u);
+    // The newcomer's prior comes from the measured workers scaled by catalog speed.
+    const LinearCost prior = *controller.FittedCost("new");
+    EXPECT_GT(prior.seconds_per_sample, 0.0015);
+    EXPECT_LT(prior.seconds_per_sample, 0.003);
+  }
 }
 
 TEST(Controller, ReplansAtOnceBelowTheBatchThatRanOutOfMemory) {
