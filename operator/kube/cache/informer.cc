@@ -71,8 +71,9 @@ void Informer::Replace(std::vector<CachedObject> objects, const std::string& res
   }
   store_.Replace(std::move(objects));
   for (const auto& [key, gone] : previous) {
+    const DeletedObject tombstone(gone, /*unknown_final_state=*/true);
     for (const auto& handler : handlers_) {
-      if (handler.on_delete) handler.on_delete(gone);
+      if (handler.on_delete) handler.on_delete(tombstone);
     }
   }
   for (const auto& [old, now] : changes) {
@@ -109,8 +110,9 @@ void Informer::Modified(CachedObject object) {
 void Informer::Deleted(CachedObject last_state) {
   std::lock_guard lock(dispatch_mutex_);
   if (!store_.Remove(last_state.key())) return;  // never seen, or already gone
+  const DeletedObject deleted(std::move(last_state), /*unknown_final_state=*/false);
   for (const auto& handler : handlers_) {
-    if (handler.on_delete) handler.on_delete(last_state);
+    if (handler.on_delete) handler.on_delete(deleted);
   }
 }
 

@@ -1,6 +1,18 @@
 // A cache of one resource kept current by a reflector, with event handlers:
-// client-go's SharedIndexInformer. Handlers run on the informer's thread, one
-// at a time and in the order of changes; keep them short (enqueue a key).
+// client-go's SharedIndexInformer.
+//
+// Threading. Handlers are called with the informer's dispatch lock held, so
+// never two at once, whichever thread calls them:
+// - on_add/on_update/on_delete for changes: on the informer's reflector thread
+//   (the one Start creates), in the order the server made the changes; a
+//   re-list delivers its deletions first, then its adds and updates;
+// - on_update(old == new) for resyncs: on the informer's resync thread;
+// - on_add for the cached objects when a handler is added late: on the thread
+//   calling AddEventHandler, before it returns.
+// Handlers registered together see every notification in registration order.
+// They must be short (enqueue a key) and must not call AddEventHandler or Stop:
+// the dispatch lock is not reentrant. Stop returns once the handler running (if
+// any) has returned; after Stop, no handler is called.
 //
 // Differences from client-go, on purpose:
 // - After a re-list, an object whose resourceVersion did not change gets no
@@ -23,13 +35,27 @@
 
 namespace fulcrum::kube {
 
+// What on_delete receives: the object's last known state, and whether that is
+// the state it was deleted in. client-go hands handlers either the object or a
+// cache.DeletedFinalStateUnknown tombstone; here it is one type, derived from
+// CachedObject so that a handler taking `const CachedObject&` still works.
+struct DeletedObject : CachedObject {
+  DeletedObject(CachedObject last_state, bool unknown_final_state)
+      : CachedObject(std::move(last_state)), final_state_unknown(unknown_final_state) {}
+  // False: from the watch's DELETED event, the object as it was deleted.
+  // True: the tombstone of a deletion learnt from a re-list (the watch missed
+  // it, e.g. across a 410); the object is as this cache last held it, and
+  // whatever changed between that and the deletion is unknown.
+  bool final_state_unknown = false;
+};
+
 struct ResourceEventHandler {
   std::function<void(const CachedObject& object)> on_add;
   // Also called with old == new on every periodic resync.
   std::function<void(const CachedObject& old_object, const CachedObject& new_object)> on_update;
-  // `last_state`: the object as the server last reported it (the DELETED
-  // event's object), or as cached if the deletion was learnt from a re-list.
-  std::function<void(const CachedObject& last_state)> on_delete;
+  // The DELETED event's object, or the tombstone of a deletion learnt from a
+  // re-list (`deleted.final_state_unknown`).
+  std::function<void(const DeletedObject& deleted)> on_delete;
 };
 
 struct InformerOptions {
@@ -56,6 +82,9 @@ class Informer final : private ReflectorSink {
   void AddEventHandler(ResourceEventHandler handler);
 
   void Start();
+  // Stops the reflector and resync threads and waits for them: a list or watch
+  // in flight, a client-side rate-limit wait and a Retry-After sleep are all
+  // abandoned, so this returns promptly (after the handler running, if any).
   void Stop();
   // True once the first list has been delivered to the store and handlers.
   bool HasSynced() const;

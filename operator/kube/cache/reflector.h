@@ -3,6 +3,17 @@
 // stream ends or breaks; re-list on 410 Gone (HTTP or in-stream); back off
 // with jitter between failures. client-go's Reflector.ListAndWatch.
 // resourceVersion is opaque: it is stored and sent back, never ordered.
+//
+// Which version a list asks for (client-go's relistResourceVersion):
+// - the first list: "0", any version the server has (its watch cache), in one response;
+// - later lists (after a watch's 410, or after any other error): the last synced
+//   version, not older than it, in one response, which the API server answers from
+//   its watch cache instead of reading etcd (client-go turns paging off for this, as
+//   a paged read at a version would be an exact read from etcd);
+// - if a list at that version fails with 410 (or "too large resource version"):
+//   "" at once, a consistent read from etcd in pages, which always makes progress.
+// A 410 on a later page of a paged list (its continue token expired) reads the
+// list again whole (ListAllPages).
 #pragma once
 
 #include <atomic>
@@ -14,11 +25,11 @@
 #include <string>
 #include <vector>
 
+#include "common/log.h"
+#include "operator/kube/cache/cached_object.h"
 #include "operator/kube/client/api_client.h"
 #include "operator/kube/util/backoff.h"
-#include "operator/kube/cache/cached_object.h"
 #include "operator/kube/util/clock.h"
-#include "common/log.h"
 
 namespace fulcrum::kube {
 
@@ -36,16 +47,21 @@ class ReflectorSink {
 struct ReflectorOptions {
   std::string label_selector;
   std::string field_selector;
-  int page_size = 500;  // list in pages of this many objects (consistent reads)
+  int page_size = 500;  // consistent reads (resourceVersion "") are read in pages of this many
   // The first list asks for resourceVersion "0", which the API server answers
-  // from its watch cache in one response (as client-go does); later lists
-  // (after a 410 or an error) are consistent reads from etcd, in pages.
+  // from its watch cache in one response (as client-go does). False: the first
+  // list is a consistent read, in pages. Later lists: see the file comment.
   bool initial_list_from_cache = true;
   // Each watch asks the server to end it after a random time in [min, 2*min),
   // as client-go does, so that watches of many clients do not end together.
   std::chrono::seconds min_watch_timeout{300};
   bool allow_watch_bookmarks = true;
   BackoffPolicy backoff{};
+  // A watch the server ends normally sooner than this after it began, with no
+  // event (bookmarks included), is treated as a failure and resumed after
+  // back-off, not at once: a proxy or a server that closes watches at once would
+  // otherwise be called in a hot loop (client-go's "very short watch", 1 s).
+  std::chrono::milliseconds min_watch_duration{1000};
   // Applied to every object before it is cached, e.g. to drop managedFields.
   // With a transform, lists are read as JSON.
   std::function<void(nlohmann::json&)> transform;
@@ -57,11 +73,18 @@ struct ReflectorOptions {
 
 // Counters for tests and metrics.
 struct ReflectorStats {
-  int lists = 0;            // complete lists (initial and re-lists)
-  int watches = 0;          // watch requests that were accepted
-  int stream_ends = 0;      // watches the server ended normally (timeout)
-  int stream_failures = 0;  // watches that broke (connection lost, bad data)
-  int expired = 0;          // 410 Gone seen (HTTP or in-stream): re-list followed
+  int lists = 0;               // complete lists (initial and re-lists)
+  int watches = 0;             // watch requests that were accepted
+  int stream_ends = 0;         // watches the server ended normally (timeout)
+  int stream_failures = 0;     // watches that broke (connection lost, bad data)
+  int expired = 0;             // 410 Gone seen (HTTP or in-stream): re-list followed
+  int very_short_watches = 0;  // ended normally, too soon and empty: resumed after back-off
+  int failures = 0;            // lists and watches that failed otherwise: re-list after back-off
+  // Full lists read whole because a continue token expired mid-way (ListAllPages).
+  int full_lists_after_expired_page = 0;
+  // The resourceVersion the last list request asked for: "0" (any), the last
+  // synced version (not older than it), or "" (a consistent read).
+  std::string last_list_requested_version;
   int bookmarks = 0;
   long long events = 0;  // ADDED/MODIFIED/DELETED delivered
 };
@@ -82,6 +105,8 @@ class Reflector {
   // One list followed by watches until an error that needs a re-list.
   Status ListAndWatch(std::stop_token stop);
   Status ListInto(std::stop_token stop);
+  // One list (all its pages) at `version` into the sink.
+  Status ListAt(const std::string& version, std::stop_token stop);
   // Watches from the last version until the stream fails; kExpired => re-list.
   Status WatchOnce(std::stop_token stop);
   CachedObject Cache(nlohmann::json object) const;
@@ -97,6 +122,9 @@ class Reflector {
 
   mutable std::mutex mutex_;  // guards last_version_ and stats_
   std::string last_version_;
+  // A list at last_version_ failed with 410: the next list is a consistent read
+  // (client-go's isLastSyncResourceVersionUnavailable).
+  bool last_version_unavailable_ = false;
   ReflectorStats stats_;
 };
 

@@ -1,8 +1,8 @@
 #include "operator/kube/client/api_client.h"
 
-#include "operator/kube/watch/list_stream_decoder.h"
 #include "operator/kube/protobuf/k8s_schema.h"
 #include "operator/kube/protobuf/list_decoder.h"
+#include "operator/kube/watch/list_stream_decoder.h"
 
 namespace fulcrum::kube {
 namespace {
@@ -111,10 +111,11 @@ Result<ObjectList> ReadProtobufList(ResponseStream& body, const std::string& pat
 
 Result<ObjectList> ApiClient::ListPageStreaming(
     const ResourceType& type, std::string_view ns, const ListOptions& options,
-    const std::function<void(nlohmann::json item)>& on_item) {
+    const std::function<void(nlohmann::json item)>& on_item, std::stop_token stop) {
   HttpRequest request;
   request.path = CollectionPath(type, ns) + options.ToQuery();
   request.compressed = true;
+  request.stop = std::move(stop);
   auto body = rest_->Stream(request);
   if (!body.ok()) return body.error();
   return ReadJsonList(**body, request.path, on_item);
@@ -122,10 +123,12 @@ Result<ObjectList> ApiClient::ListPageStreaming(
 
 Result<ObjectList> ApiClient::ListPageCached(
     const ResourceType& type, std::string_view ns, const ListOptions& options,
-    ListEncoding encoding, const std::function<void(CachedObject object)>& on_object) {
+    ListEncoding encoding, const std::function<void(CachedObject object)>& on_object,
+    std::stop_token stop) {
   HttpRequest request;
   request.path = CollectionPath(type, ns) + options.ToQuery();
   request.compressed = true;
+  request.stop = std::move(stop);
   if (encoding == ListEncoding::kProtobufForBuiltIns &&
       protobuf::K8sSchema::BuiltIn().HasGroupVersion(type.group, type.version)) {
     request.accept = std::string(protobuf::kProtobufMediaType) + ", application/json";
@@ -229,12 +232,14 @@ Status ApiClient::Delete(const ResourceType& type, std::string_view ns, std::str
 }
 
 Result<std::unique_ptr<WatchStream>> ApiClient::Watch(const ResourceType& type, std::string_view ns,
-                                                      const ListOptions& options) {
+                                                      const ListOptions& options,
+                                                      std::stop_token stop) {
   ListOptions watch_options = options;
   watch_options.limit = 0;
   watch_options.continue_token.clear();
   HttpRequest request;
   request.path = CollectionPath(type, ns) + watch_options.ToQuery(/*watch=*/true);
+  request.stop = std::move(stop);
   auto body = rest_->Stream(request);
   if (!body.ok()) return body.error();
   return std::make_unique<WatchStream>(std::move(body).value(), "watch " + request.path);

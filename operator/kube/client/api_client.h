@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,9 +44,12 @@ class ApiClient {
   // One page, handing each item to `on_item` as it is decoded from the
   // response while it arrives; the whole response is never held. The
   // returned list carries the version and continue token, no items.
+  // `stop` abandons the request wherever it is (throttled, waiting for the
+  // server, reading the body), as for ListPageCached and Watch.
   Result<ObjectList> ListPageStreaming(const ResourceType& type, std::string_view ns,
                                        const ListOptions& options,
-                                       const std::function<void(nlohmann::json item)>& on_item);
+                                       const std::function<void(nlohmann::json item)>& on_item,
+                                       std::stop_token stop = {});
   // Like ListPageStreaming, with items handed over as cache objects. With
   // kProtobufForBuiltIns, built-in types are asked for in Kubernetes' protobuf
   // encoding first (as client-go's typed clients do), which the API server
@@ -53,7 +57,8 @@ class ApiClient {
   // resources, and servers that answer JSON, are read as JSON.
   Result<ObjectList> ListPageCached(const ResourceType& type, std::string_view ns,
                                     const ListOptions& options, ListEncoding encoding,
-                                    const std::function<void(CachedObject object)>& on_object);
+                                    const std::function<void(CachedObject object)>& on_object,
+                                    std::stop_token stop = {});
   // All pages, following continue tokens; the result's resource_version is the
   // first page's (a paginated list is one consistent snapshot). A 410 here
   // means the snapshot expired mid-way: list again.
@@ -87,8 +92,9 @@ class ApiClient {
 
   // Opens a watch. Set options.resource_version to where to start (from a
   // list); allow_watch_bookmarks and timeout_seconds as wanted.
+  // `stop` abandons the request, and later cancels the stream's reads.
   Result<std::unique_ptr<WatchStream>> Watch(const ResourceType& type, std::string_view ns,
-                                             const ListOptions& options);
+                                             const ListOptions& options, std::stop_token stop = {});
 
   RestClient& rest() { return *rest_; }
 

@@ -5,9 +5,9 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "common/log.h"
 #include "operator/kube/rest/api_error.h"
 #include "operator/kube/rest/bearer_token_source.h"
-#include "common/log.h"
 #include "operator/kube/util/token_bucket.h"
 
 namespace fulcrum::kube {
@@ -70,8 +70,13 @@ Error TransportError(const web::http::http_exception& e, const std::string& desc
 class CpprestResponseStream final : public ResponseStream {
  public:
   CpprestResponseStream(web::http::http_response response,
-                        std::shared_ptr<pplx::cancellation_token_source> cancel)
-      : response_(std::move(response)), body_(response_.body()), cancel_(std::move(cancel)) {}
+                        std::shared_ptr<pplx::cancellation_token_source> cancel,
+                        std::stop_token stop)
+      : response_(std::move(response)),
+        body_(response_.body()),
+        cancel_(std::move(cancel)),
+        // A stop requested while the body is read aborts the read.
+        on_stop_(std::move(stop), [cancel = cancel_] { cancel->cancel(); }) {}
   ~CpprestResponseStream() override { Cancel(); }
 
   Result<std::string> ReadSome(std::size_t max, std::size_t at_least) override {
@@ -105,7 +110,13 @@ class CpprestResponseStream final : public ResponseStream {
   web::http::http_response response_;
   concurrency::streams::istream body_;
   std::shared_ptr<pplx::cancellation_token_source> cancel_;
+  std::stop_callback<std::function<void()>> on_stop_;
 };
+
+Error Abandoned(const HttpRequest& request) {
+  return MakeError(ErrorCode::kDeadlineExceeded,
+                   request.method + " " + request.path + ": abandoned: stop requested");
+}
 
 }  // namespace
 
@@ -163,13 +174,16 @@ struct RestClient::Impl {
 
   // Exchange under the client-side rate limit, retrying while the server asks
   // for it with Retry-After (429, or 5xx during overload), as client-go does.
+  // A stop requested (request.stop) cancels `cancel` and ends every wait.
   Result<web::http::http_response> ExchangeWithRetries(
       http_client& http, const HttpRequest& request,
-      const pplx::cancellation_token& cancel = pplx::cancellation_token::none()) {
+      const std::shared_ptr<pplx::cancellation_token_source>& cancel) {
+    std::stop_callback on_stop(request.stop, [&cancel] { cancel->cancel(); });
     for (int retry = 0;; ++retry) {
-      limiter->Accept();
+      if (!limiter->Accept(request.stop)) return Abandoned(request);
       std::optional<ApiFailure> failure;
-      auto result = Exchange(http, request, cancel, failure);
+      auto result = Exchange(http, request, cancel->get_token(), failure);
+      if (request.stop.stop_requested()) return Abandoned(request);
       if (result.ok() || retry >= options.max_retries || !failure || !failure->retry_after ||
           (failure->http_status != 429 && failure->http_status < 500)) {
         return result;
@@ -180,7 +194,7 @@ struct RestClient::Impl {
                                                {"status", failure->http_status},
                                                {"retry_after_seconds", wait.count()},
                                                {"attempt", retry + 1}});
-      options.clock->SleepFor(wait, {});
+      if (!options.clock->SleepFor(wait, request.stop)) return Abandoned(request);
     }
   }
 };
@@ -268,21 +282,29 @@ Result<nlohmann::json> RestClient::Send(std::string_view method, std::string_vie
 }
 
 Result<std::string> RestClient::Do(const HttpRequest& request) {
-  auto response = impl_->ExchangeWithRetries(*impl_->client, request);
+  auto cancel = std::make_shared<pplx::cancellation_token_source>();
+  auto response = impl_->ExchangeWithRetries(*impl_->client, request, cancel);
   if (!response.ok()) return response.error();
+  // The body may still be arriving: a stop aborts that too.
+  std::stop_callback on_stop(request.stop, [&cancel] { cancel->cancel(); });
   try {
     return response->extract_utf8string(true).get();
   } catch (const web::http::http_exception& e) {
+    if (request.stop.stop_requested()) return Abandoned(request);
     return TransportError(e, request.method + " " + request.path, impl_->config);
+  } catch (const std::exception& e) {
+    if (request.stop.stop_requested()) return Abandoned(request);
+    return MakeError(ErrorCode::kUnavailable,
+                     request.method + " " + request.path + ": reading the response: " + e.what());
   }
 }
 
 Result<std::unique_ptr<ResponseStream>> RestClient::Stream(const HttpRequest& request) {
   auto cancel = std::make_shared<pplx::cancellation_token_source>();
-  auto response = impl_->ExchangeWithRetries(*impl_->stream_client, request, cancel->get_token());
+  auto response = impl_->ExchangeWithRetries(*impl_->stream_client, request, cancel);
   if (!response.ok()) return response.error();
-  return std::unique_ptr<ResponseStream>(
-      std::make_unique<CpprestResponseStream>(std::move(response).value(), std::move(cancel)));
+  return std::unique_ptr<ResponseStream>(std::make_unique<CpprestResponseStream>(
+      std::move(response).value(), std::move(cancel), request.stop));
 }
 
 }  // namespace fulcrum::kube

@@ -8,12 +8,13 @@
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <stop_token>
 #include <string>
 #include <string_view>
 
 #include "common/result.h"
-#include "operator/kube/util/clock.h"
 #include "operator/kube/config/cluster_config.h"
+#include "operator/kube/util/clock.h"
 
 namespace fulcrum::kube {
 
@@ -41,6 +42,11 @@ struct HttpRequest {
   // HTTP chunks, each a round of work for the HTTP client, so 10,000 pods in protobuf arrive
   // in 0.2 s instead of 0.5 s. Watches are never compressed.
   bool compressed = false;
+  // When requested, the request is abandoned wherever it is: waiting for a
+  // client-side rate-limit token, sleeping for a Retry-After, waiting for the
+  // response, or (for Stream) while its body is read. It then fails with
+  // kDeadlineExceeded saying so. What client-go gets from the request's context.
+  std::stop_token stop{};
 };
 
 // The body of a streaming response (watch), read as it arrives.

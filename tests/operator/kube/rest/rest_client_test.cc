@@ -3,77 +3,13 @@
 // after max_retries, and an HTTP 410 on a watch request.
 #include "operator/kube/rest/rest_client.h"
 
-// gtest must come before cpprest, whose headers define a macro named U.
-// clang-format off
-#include <gtest/gtest.h>
-#include <cpprest/http_listener.h>
-// clang-format on
-
-#include <atomic>
-#include <deque>
-#include <mutex>
-#include <random>
-
 #include "operator/kube/client/api_client.h"
+#include "tests/operator/kube/loopback_servers.h"
 
 namespace fulcrum::kube {
 namespace {
 
-using web::http::http_request;
-using web::http::experimental::listener::http_listener;
-
-struct Reply {
-  int status;
-  std::string body;
-  std::string retry_after;
-};
-
-// Answers each request with the next scripted reply (the last one repeats).
-class ScriptedServer {
- public:
-  explicit ScriptedServer(std::deque<Reply> replies) : replies_(std::move(replies)) {
-    std::mt19937 random(std::random_device{}());
-    for (int attempt = 0; attempt < 20 && !listener_; ++attempt) {
-      port_ = std::uniform_int_distribution<int>(20000, 60000)(random);
-      try {
-        auto listener =
-            std::make_unique<http_listener>("http://127.0.0.1:" + std::to_string(port_));
-        listener->support([this](http_request request) { Answer(request); });
-        listener->open().wait();
-        listener_ = std::move(listener);
-      } catch (const std::exception&) {
-        // Port taken: try another.
-      }
-    }
-  }
-  ~ScriptedServer() {
-    if (listener_) listener_->close().wait();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  int requests() const { return requests_; }
-  bool ok() const { return listener_ != nullptr; }
-
- private:
-  void Answer(http_request request) {
-    Reply reply;
-    {
-      std::lock_guard lock(mutex_);
-      ++requests_;
-      reply = replies_.front();
-      if (replies_.size() > 1) replies_.pop_front();
-    }
-    web::http::http_response response(static_cast<web::http::status_code>(reply.status));
-    if (!reply.retry_after.empty()) response.headers().add("Retry-After", reply.retry_after);
-    response.set_body(reply.body, "application/json");
-    request.reply(response).wait();
-  }
-
-  std::mutex mutex_;
-  std::deque<Reply> replies_;
-  std::atomic<int> requests_{0};
-  int port_ = 0;
-  std::unique_ptr<http_listener> listener_;
-};
+using testing::ScriptedServer;
 
 const std::string kTooManyRequests =
     R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"slow down","reason":"TooManyRequests","code":429})";

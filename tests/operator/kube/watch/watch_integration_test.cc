@@ -4,6 +4,7 @@
 // exactly once and in order, and the cache must equal a fresh list afterwards.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -23,14 +24,18 @@ using testing::CreateNamespace;
 using testing::WaitFor;
 
 // What the handlers saw, as "ADD name v", "UPDATE name v", "DELETE name v"
-// (data.v of the object, "-" if none).
+// (data.v of the object, "-" if none); a deletion learnt from a re-list, whose
+// final state is unknown, as "TOMBSTONE name v".
 class HandlerLog {
  public:
   ResourceEventHandler Handler() {
     return {
         .on_add = [this](const CachedObject& o) { Record("ADD", o); },
         .on_update = [this](const CachedObject&, const CachedObject& o) { Record("UPDATE", o); },
-        .on_delete = [this](const CachedObject& o) { Record("DELETE", o); },
+        .on_delete =
+            [this](const DeletedObject& o) {
+              Record(o.final_state_unknown ? "TOMBSTONE" : "DELETE", o);
+            },
     };
   }
   std::vector<std::string> lines() const {
@@ -211,12 +216,23 @@ void RunRestartScenario(const std::string& ns, bool compact) {
       client->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "counter", {{"v", "0"}})).ok());
   ASSERT_TRUE(
       client->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "doomed", {{"v", "0"}})).ok());
+  if (compact) {
+    ASSERT_TRUE(
+        client->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "vanished", {{"v", "0"}})).ok());
+  }
   for (int v = 1; v <= 3; ++v) SetCounter(*client, ns, "counter", v);
-  ASSERT_TRUE(WaitFor([&] { return log.size() >= initial + 5; }));
+  ASSERT_TRUE(WaitFor([&] { return log.size() >= initial + (compact ? 6 : 5); }));
   const std::string before_restart = informer.reflector().LastSyncResourceVersion();
 
   ASSERT_NO_FATAL_FAILURE(Component("stop", "kube-apiserver"));
   if (compact) {
+    // Deleted behind the API server's back, so that no watch can report it: the
+    // informer learns it only from its re-list, and must say so (a tombstone).
+    const std::string key = "/registry/configmaps/" + ns + "/vanished";
+    const nlohmann::json deleted =
+        Etcd("/v3/kv/deleterange",
+             {{"key", RunShell("printf %s " + ShellQuote(key) + " | base64 -w0").output}});
+    ASSERT_EQ(deleted.value("deleted", "0"), "1") << deleted.dump();
     // base64("/fulcrum-test/junk"): a write outside Kubernetes' keys moves the revision.
     Etcd("/v3/kv/put", {{"key", "L2Z1bGNydW0tdGVzdC9qdW5r"}, {"value", "eA=="}});
     const nlohmann::json range = Etcd("/v3/kv/range", {{"key", "Zm9v"}});
@@ -238,21 +254,39 @@ void RunRestartScenario(const std::string& ns, bool compact) {
     EXPECT_EQ(error.code, ErrorCode::kExpired) << error.ToString();
     std::printf("watch from %s after compaction: %s\n", before_restart.c_str(),
                 error.ToString().c_str());
+    // The informer re-lists (and reports the tombstone) before the writes below,
+    // so that the order of what it reports is known.
+    ASSERT_TRUE(WaitFor([&] { return informer.reflector().stats().lists >= 2; },
+                        std::chrono::seconds(120)));
   }
 
   for (int v = 4; v <= 6; ++v) SetCounter(*client, ns, "counter", v);
   ASSERT_TRUE(client->Delete(resources::ConfigMaps(), ns, "doomed").ok());
   ASSERT_TRUE(
       client->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "late", {{"v", "0"}})).ok());
-  ASSERT_TRUE(WaitFor([&] { return log.size() >= initial + 10; }, std::chrono::seconds(120)));
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // would expose a late duplicate
+  std::vector<std::string> expected = {"ADD counter 0", "ADD doomed 0"};
+  if (compact) expected.push_back("ADD vanished 0");
+  for (const char* line : {"UPDATE counter 1", "UPDATE counter 2", "UPDATE counter 3"})
+    expected.push_back(line);
+  if (compact) expected.push_back("TOMBSTONE vanished 0");
+  for (const char* line : {"UPDATE counter 4", "UPDATE counter 5", "UPDATE counter 6",
+                           "DELETE doomed 0", "ADD late 0"})
+    expected.push_back(line);
+  // A last write as a barrier: handlers are called in the order of changes, so
+  // once its ADD is in, every notification before it is in too, and a late
+  // duplicate of any of them would sit between the expected ones and this.
+  ASSERT_TRUE(
+      client->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "barrier", {{"v", "0"}})).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const auto lines = log.lines();
+        return std::find(lines.begin(), lines.end(), "ADD barrier 0") != lines.end();
+      },
+      std::chrono::seconds(120)));
+  expected.push_back("ADD barrier 0");
 
   auto seen = log.lines();
   seen.erase(seen.begin(), seen.begin() + static_cast<long>(initial));
-  const std::vector<std::string> expected = {
-      "ADD counter 0",    "ADD doomed 0",     "UPDATE counter 1", "UPDATE counter 2",
-      "UPDATE counter 3", "UPDATE counter 4", "UPDATE counter 5", "UPDATE counter 6",
-      "DELETE doomed 0",  "ADD late 0"};
   EXPECT_EQ(seen, expected);
   const ReflectorStats stats = informer.reflector().stats();
   std::printf("lists: %d, watches: %d, expired (410): %d, stream failures: %d\n", stats.lists,
@@ -271,6 +305,73 @@ TEST(KubeWatch, EveryChangeOnceInOrderAcrossApiServerRestart) {
 
 TEST(KubeWatch, EveryChangeOnceInOrderAcrossForced410FromEtcdCompaction) {
   RunRestartScenario("watch-gone", /*compact=*/true);
+}
+
+// After an error other than 410 (here: the informer's user loses its right to
+// watch, then gets it back), the re-list asks for the version the cache is
+// already synced to, not older than it, which the API server answers from its
+// watch cache, instead of a consistent read from etcd (resourceVersion "").
+TEST(KubeWatch, ReListAfterAnErrorAsksForTheLastSyncedVersion) {
+  const std::string ns = "watch-relist-error";
+  auto admin = AdminClient();
+  CreateNamespace(*admin, ns);
+  const nlohmann::json role = {
+      {"apiVersion", "rbac.authorization.k8s.io/v1"},
+      {"kind", "Role"},
+      {"metadata", {{"name", "read-configmaps"}, {"namespace", ns}}},
+      {"rules",
+       {{{"apiGroups", {""}}, {"resources", {"configmaps"}}, {"verbs", {"list", "watch"}}}}}};
+  const nlohmann::json binding = {
+      {"apiVersion", "rbac.authorization.k8s.io/v1"},
+      {"kind", "RoleBinding"},
+      {"metadata", {{"name", "nobody-reads"}, {"namespace", ns}}},
+      {"roleRef",
+       {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", "read-configmaps"}}},
+      {"subjects",
+       {{{"apiGroup", "rbac.authorization.k8s.io"},
+         {"kind", "User"},
+         {"name", "fulcrum-nobody"}}}}};
+  const ResourceType roles{"rbac.authorization.k8s.io", "v1", "roles", true};
+  const ResourceType bindings{"rbac.authorization.k8s.io", "v1", "rolebindings", true};
+  ASSERT_TRUE(admin->Create(roles, ns, role).ok());
+  ASSERT_TRUE(admin->Create(bindings, ns, binding).ok());
+  ASSERT_TRUE(admin->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "before")).ok());
+
+  auto nobody = testing::ClientFor(Cluster().Get("FULCRUM_NOBODY_KUBECONFIG"));
+  ASSERT_NE(nobody, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return nobody->List(resources::ConfigMaps(), ns).ok(); }));
+  InformerOptions options = FastRetryOptions(ns);
+  options.reflector.min_watch_timeout = std::chrono::seconds(1);  // watches reopen often
+  Informer informer(nobody, resources::ConfigMaps(), options);
+  HandlerLog log;
+  informer.AddEventHandler(log.Handler());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(std::chrono::seconds(60)));
+  EXPECT_EQ(informer.reflector().stats().last_list_requested_version, "0") << "the first list";
+
+  // The right to watch goes: the next watch is refused (403), and so is every
+  // list, until it comes back.
+  ASSERT_TRUE(admin->Delete(bindings, ns, "nobody-reads").ok());
+  ASSERT_TRUE(WaitFor([&] { return informer.reflector().stats().failures >= 2; }))
+      << "the informer never failed without its rights";
+  const std::string synced = informer.reflector().LastSyncResourceVersion();
+  ASSERT_FALSE(synced.empty());
+  ASSERT_TRUE(admin->Create(resources::ConfigMaps(), ns, ConfigMap(ns, "while-denied")).ok());
+  ASSERT_TRUE(admin->Create(bindings, ns, binding).ok());
+  ASSERT_TRUE(WaitFor([&] { return informer.reflector().stats().lists >= 2; }));
+
+  const ReflectorStats stats = informer.reflector().stats();
+  std::printf("failures: %d, lists: %d, re-list asked for %s (synced to %s)\n", stats.failures,
+              stats.lists, stats.last_list_requested_version.c_str(), synced.c_str());
+  EXPECT_EQ(stats.last_list_requested_version, synced)
+      << "the re-list must start from the last synced version, not read etcd afresh";
+  EXPECT_EQ(stats.expired, 0);
+  // The re-list still brings what changed while the informer could not see.
+  ASSERT_TRUE(WaitFor([&] {
+    const auto lines = log.lines();
+    return std::find(lines.begin(), lines.end(), "ADD while-denied -") != lines.end();
+  }));
+  ExpectCacheEqualsFreshList(*admin, informer, ns);
 }
 
 TEST(KubeInformer, IndexesAndLateHandlersSeeTheCache) {
