@@ -36,8 +36,12 @@ JobController::JobController(std::shared_ptr<kube::ApiClient> client,
                Watching(options_.watch_namespace, ManagedBySelector())),
       services_(client, kube::resources::Services(),
                 Watching(options_.watch_namespace, ManagedBySelector())),
+      network_policies_(client, kube::resources::NetworkPolicies(),
+                        Watching(options_.watch_namespace, ManagedBySelector())),
       nodes_(client, kube::resources::Nodes(), Watching("")),
-      reconciler_(client, {&jobs_.store(), &pods_.store(), &secrets_.store(), &services_.store()},
+      reconciler_(client,
+                  {&jobs_.store(), &pods_.store(), &secrets_.store(), &services_.store(),
+                   &network_policies_.store()},
                   inventory_, coordinator, events, options_.reconciler, std::move(job_observer)) {
   // Pods of every namespace count against node capacity; the job's own are found by owner.
   (void)pods_.AddIndex(kube::indexes::kOwnerUid, kube::indexes::ByOwnerUid());
@@ -56,6 +60,7 @@ JobController::JobController(std::shared_ptr<kube::ApiClient> client,
   pods_.AddEventHandler(to_owner);
   secrets_.AddEventHandler(to_owner);
   services_.AddEventHandler(to_owner);
+  network_policies_.AddEventHandler(to_owner);
   // A node's change can free or take capacity, or lose a worker: every job looks again.
   FeedInventory(nodes_, inventory_, [this](const std::string&) { EnqueueAll(); });
   coordinator.SetNodeProductLookup([this](const std::string& node) {
@@ -72,6 +77,7 @@ JobController::~JobController() {
   }
   if (queue) queue->ShutDown();
   nodes_.Stop();
+  network_policies_.Stop();
   services_.Stop();
   secrets_.Stop();
   pods_.Stop();
@@ -83,17 +89,19 @@ void JobController::Start() {
   pods_.Start();
   secrets_.Start();
   services_.Start();
+  network_policies_.Start();
   jobs_.Start();
 }
 
 bool JobController::HasSynced() const {
   return nodes_.HasSynced() && pods_.HasSynced() && secrets_.HasSynced() && services_.HasSynced() &&
-         jobs_.HasSynced();
+         network_policies_.HasSynced() && jobs_.HasSynced();
 }
 
 bool JobController::WaitForSync(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (const kube::Informer* informer : {&nodes_, &pods_, &secrets_, &services_, &jobs_}) {
+  for (const kube::Informer* informer :
+       {&nodes_, &pods_, &secrets_, &services_, &network_policies_, &jobs_}) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0 || !informer->WaitForSync(left)) return false;

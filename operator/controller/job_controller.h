@@ -69,6 +69,7 @@ class JobController {
   kube::Informer pods_;
   kube::Informer secrets_;
   kube::Informer services_;
+  kube::Informer network_policies_;
   kube::Informer nodes_;
   JobReconciler reconciler_;
 

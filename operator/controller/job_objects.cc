@@ -77,6 +77,9 @@ std::string TokenSecretName(const JobSpec& job) {
 std::string ServiceName(const JobSpec& job) {
   return job.name + "-workers";
 }
+std::string NetworkPolicyName(const JobSpec& job) {
+  return job.name + "-trainers";
+}
 std::string WorkerPodName(const JobSpec& job, int worker) {
   return job.name + "-worker-" + std::to_string(worker);
 }
@@ -111,6 +114,19 @@ nlohmann::json HeadlessService(const JobSpec& job) {
              {{{"name", "metrics"},
                {"port", kTrainerMetricsPort},
                {"targetPort", kTrainerMetricsPort}}}}}}};
+}
+
+nlohmann::json TrainerNetworkPolicy(const JobSpec& job) {
+  const nlohmann::json job_pods = {{"matchLabels", {{kJobLabel, job.name}}}};
+  return {{"apiVersion", "networking.k8s.io/v1"},
+          {"kind", "NetworkPolicy"},
+          {"metadata", Metadata(job, NetworkPolicyName(job))},
+          {"spec",
+           {{"podSelector", job_pods},
+            {"policyTypes", {"Ingress"}},
+            {"ingress",
+             {{{"from", {{{"podSelector", job_pods}}}}},
+              {{"ports", {{{"protocol", "TCP"}, {"port", kTrainerMetricsPort}}}}}}}}}};
 }
 
 std::vector<std::string> TrainerArgs(const JobSpec& job) {

@@ -1,6 +1,7 @@
 // The Kubernetes objects one HeteroTrainingJob owns, built from its spec: the per-job token
 // Secret trainers authenticate to the coordinator with, the headless Service that names the
-// workers, and one trainer Pod per worker. Pure: spec in, objects out; the reconciler creates
+// workers, the NetworkPolicy that keeps other pods off the trainers' ports, and one trainer
+// Pod per worker. Pure: spec in, objects out; the reconciler creates
 // them (docs/operator.md, "Pod template").
 #pragma once
 
@@ -32,11 +33,16 @@ struct TrainerPodOptions {
 
 std::string TokenSecretName(const JobSpec& job);
 std::string ServiceName(const JobSpec& job);
+std::string NetworkPolicyName(const JobSpec& job);
 std::string WorkerPodName(const JobSpec& job, int worker);
 
 nlohmann::json OwnerReference(const JobSpec& job);  // controller, blockOwnerDeletion
 nlohmann::json TokenSecret(const JobSpec& job, const std::string& token);
 nlohmann::json HeadlessService(const JobSpec& job);
+// Who may reach the job's trainers: the job's own pods, on any port (rank 0's TCPStore, the
+// collectives' connections); anyone, on the metrics port only (Prometheus). The TCPStore has no
+// authentication of its own (docs/security.md). The operator needs no rule: trainers dial it.
+nlohmann::json TrainerNetworkPolicy(const JobSpec& job);
 // fulcrum-trainer's flags for this job (the operator's, then spec.args).
 std::vector<std::string> TrainerArgs(const JobSpec& job);
 nlohmann::json TrainerPod(const JobSpec& job, int worker, const TrainerPodOptions& options);

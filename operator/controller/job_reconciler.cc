@@ -265,6 +265,14 @@ Status JobReconciler::EnsureService(const JobSpec& spec) {
   return Ok();
 }
 
+Status JobReconciler::EnsureNetworkPolicy(const JobSpec& spec) {
+  if (caches_.network_policies->Get(spec.ns + "/" + NetworkPolicyName(spec))) return Ok();
+  auto created =
+      client_->Create(kube::resources::NetworkPolicies(), spec.ns, TrainerNetworkPolicy(spec));
+  if (!created.ok() && created.error().code != ErrorCode::kAlreadyExists) return created.error();
+  return Ok();
+}
+
 int JobReconciler::FreeSlots(const JobSpec& spec, const std::vector<WorkerPod>& own_pods,
                              const std::set<std::string>& excluded) const {
   std::map<std::string, int> used_gpus;
@@ -345,6 +353,8 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   Result<std::string> token = EnsureToken(spec);
   if (!token.ok()) return token.error();
   if (Status status = EnsureService(spec); !status.ok()) return status.error();
+  // Before the first pod: rank 0's TCPStore is never open to pods of other jobs.
+  if (Status status = EnsureNetworkPolicy(spec); !status.ok()) return status.error();
   Result<coordinator::JobSessionConfig> session = SessionConfig(spec, *token);
   if (!session.ok()) return session.error();
   // Before any pod starts; again after an operator restart; and on every edit (applied live).

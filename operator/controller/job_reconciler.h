@@ -39,6 +39,7 @@ struct ReconcilerCaches {
   const kube::Store* pods = nullptr;      // trainer pods of every job (managed-by label)
   const kube::Store* secrets = nullptr;   // the jobs' token Secrets
   const kube::Store* services = nullptr;  // the jobs' headless Services
+  const kube::Store* network_policies = nullptr;  // the jobs' NetworkPolicies
 };
 
 struct ReconcilerOptions {
@@ -88,6 +89,7 @@ class JobReconciler {
   Status EnsureFinalizer(const nlohmann::json& job);
   Result<std::string> EnsureToken(const JobSpec& spec);
   Status EnsureService(const JobSpec& spec);
+  Status EnsureNetworkPolicy(const JobSpec& spec);
   // Worker slots for this job on nodes it may use (not `excluded`), left by every trainer pod.
   int FreeSlots(const JobSpec& spec, const std::vector<WorkerPod>& own_pods,
                 const std::set<std::string>& excluded) const;

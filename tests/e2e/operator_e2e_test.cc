@@ -239,6 +239,11 @@ TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithout
   std::set<std::string> nodes;
   for (const auto& [name, pod] : Pods()) nodes.insert(pod["spec"].value("nodeName", ""));
   EXPECT_EQ(nodes, (std::set<std::string>{"a100-local-0", "v100-local-0", "t4-local-0"}));
+  // The trainers' ports are closed to other pods by a NetworkPolicy the job owns.
+  const json policy = GetJson("networkpolicy mixed-gpus-trainers");
+  EXPECT_EQ(policy["spec"]["podSelector"]["matchLabels"]["fulcrum.dev/job"], "mixed-gpus")
+      << policy.dump();
+  EXPECT_EQ(policy["metadata"]["ownerReferences"][0]["kind"], "HeteroTrainingJob");
   // Once measured, the local batches follow the (emulated) speeds: A100 > V100 > T4.
   ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") >= 60; }, 180s));
   std::map<std::string, int> batch_by_product;
@@ -308,6 +313,7 @@ TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithout
   EXPECT_TRUE(WaitUntil(
       [&] {
         return GetJson("services").value("items", json::array()).empty() &&
+               GetJson("networkpolicies").value("items", json::array()).empty() &&
                GetJson("secrets -l app.kubernetes.io/managed-by=fulcrum-operator")
                    .value("items", json::array())
                    .empty();

@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
 
   operator_main::OperatorMetrics metrics;
   // Jobs live here across leadership; the gRPC server serves them only while leading.
-  coordinator::CoordinatorService coordinator;
+  coordinator::CoordinatorService coordinator(config->coordinator_limits);
   kube::EventRecorderOptions event_options;
   event_options.reporting_instance = config->leader_election.identity;
   kube::EventRecorder events(client, event_options);

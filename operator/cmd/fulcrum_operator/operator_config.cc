@@ -80,6 +80,21 @@ Apply DurationOf(Field field) {  // field(config) -> std::chrono::milliseconds&
   };
 }
 
+// A whole number in [lowest, highest].
+template <typename Field>
+Apply CountOf(Field field, int lowest, int highest) {  // field(config) -> an integer lvalue
+  return [=](OperatorConfig& config, const std::string& value, const std::string& where) -> Status {
+    int count = 0;
+    const char* end = value.data() + value.size();
+    if (std::from_chars(value.data(), end, count).ptr != end || count < lowest || count > highest) {
+      return InvalidArgument(where, "expected a whole number in " + std::to_string(lowest) + ".." +
+                                        std::to_string(highest) + ", got \"" + value + "\"");
+    }
+    field(config) = count;
+    return Ok();
+  };
+}
+
 // host:port with a port in 1..65535 (host may be empty: every interface); port 0 (any free
 // port, printed at start) where `any_port` allows it, for the listening addresses.
 Status CheckListen(const std::string& value, const std::string& where, bool any_port) {
@@ -115,6 +130,24 @@ const std::vector<Setting>& Settings() {
       {"coordinator.advertiseIP", "--coordinator-advertise-ip",
        "this replica's IP for the coordinator Service's EndpointSlice (the pod IP)",
        Text(&OperatorConfig::coordinator_advertise_ip)},
+      {"coordinator.helloTimeout", "--coordinator-hello-timeout",
+       "a stream that says no Hello this long is closed (10s)",
+       DurationOf([](OperatorConfig& c) -> std::chrono::milliseconds& {
+         return c.coordinator_limits.hello_timeout;
+       })},
+      {"coordinator.maxStreams", "--coordinator-max-streams",
+       "trainer streams the coordinator holds open at once (4096)",
+       CountOf([](OperatorConfig& c) -> int& { return c.coordinator_limits.max_streams; }, 1,
+               1'000'000)},
+      {"coordinator.maxStreamsPerJob", "--coordinator-max-streams-per-job",
+       "trainer streams one job may hold (512)",
+       CountOf([](OperatorConfig& c) -> int& { return c.coordinator_limits.max_streams_per_job; },
+               1, 1'000'000)},
+      {"coordinator.maxQueuedMessages", "--coordinator-max-queued-messages",
+       "unsent messages per stream before a trainer that does not read is cut off (256)",
+       CountOf([](OperatorConfig& c)
+                   -> std::size_t& { return c.coordinator_limits.max_queued_messages; },
+               1, 1'000'000)},
       {"health.listen", "--health-listen", "/healthz and /readyz",
        Text(&OperatorConfig::health_listen)},
       {"metrics.listen", "--metrics-listen", "Prometheus /metrics",
@@ -161,15 +194,7 @@ const std::vector<Setting>& Settings() {
        DurationOf(
            [](OperatorConfig& c) -> std::chrono::milliseconds& { return c.status_min_interval; })},
       {"workers", "--workers", "jobs reconciled at once",
-       [](OperatorConfig& c, const std::string& v, const std::string& where) -> Status {
-         int workers = 0;
-         const char* end = v.data() + v.size();
-         if (std::from_chars(v.data(), end, workers).ptr != end || workers < 1 || workers > 64)
-           return InvalidArgument(where,
-                                  "expected a number of workers in 1..64, got \"" + v + "\"");
-         c.workers = workers;
-         return Ok();
-       }},
+       CountOf([](OperatorConfig& c) -> int& { return c.workers; }, 1, 64)},
   };
   return settings;
 }

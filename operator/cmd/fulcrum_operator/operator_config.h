@@ -9,6 +9,7 @@
 
 #include "common/result.h"
 #include "operator/controller/gpu_node.h"
+#include "operator/coordinator/coordinator_service.h"
 
 namespace fulcrum::operator_main {
 
@@ -32,7 +33,8 @@ struct OperatorConfig {
   // points at coordinator_advertise_ip, so the Service always leads to the current leader.
   // Empty: none (trainers dial coordinator_address as it is).
   std::string coordinator_service;
-  std::string coordinator_advertise_ip;  // this replica's pod IP
+  std::string coordinator_advertise_ip;               // this replica's pod IP
+  coordinator::CoordinatorLimits coordinator_limits;  // what one client can hold (security.md)
   std::string health_listen = "0.0.0.0:8081";
   std::string metrics_listen = "0.0.0.0:8080";
   LeaderElectionSettings leader_election;

@@ -47,6 +47,9 @@ ResourceType Secrets() {
 ResourceType Services() {
   return {"", "v1", "services", true};
 }
+ResourceType NetworkPolicies() {
+  return {"networking.k8s.io", "v1", "networkpolicies", true};
+}
 ResourceType Namespaces() {
   return {"", "v1", "namespaces", false};
 }

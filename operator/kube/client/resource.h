@@ -33,6 +33,7 @@ ResourceType Pods();
 ResourceType ConfigMaps();
 ResourceType Secrets();
 ResourceType Services();
+ResourceType NetworkPolicies();  // networking.k8s.io/v1
 ResourceType Namespaces();
 ResourceType Nodes();
 ResourceType Leases();

@@ -170,6 +170,30 @@ TEST(JobObjects, TheTokenSecretAndTheHeadlessServiceBelongToTheJob) {
   EXPECT_EQ(service["spec"]["publishNotReadyAddresses"], true);
 }
 
+TEST(JobObjects, TheNetworkPolicyAdmitsOnlyTheJobsOwnPodsExceptToTheMetricsPort) {
+  const JobSpec job = ParseJobSpec(MixedGpusJob()).value();
+  const nlohmann::json policy = TrainerNetworkPolicy(job);
+  EXPECT_EQ(policy["metadata"]["name"], "mixed-gpus-trainers");
+  EXPECT_EQ(policy["metadata"]["namespace"], "team-a");
+  EXPECT_EQ(policy["metadata"]["ownerReferences"][0]["uid"], "u-123");
+  // It selects exactly what the job's pods carry.
+  const nlohmann::json pod = TrainerPod(job, 0, {});
+  for (const auto& [key, value] : policy["spec"]["podSelector"]["matchLabels"].items()) {
+    EXPECT_EQ(pod["metadata"]["labels"][key], value) << key;
+  }
+  EXPECT_EQ(policy["spec"]["policyTypes"], nlohmann::json({"Ingress"}));
+  const nlohmann::json& ingress = policy["spec"]["ingress"];
+  ASSERT_EQ(ingress.size(), 2u);
+  // Rule 1: any port, from the job's pods (in the job's namespace) only.
+  EXPECT_FALSE(ingress[0].contains("ports"));
+  ASSERT_EQ(ingress[0]["from"].size(), 1u);
+  EXPECT_EQ(ingress[0]["from"][0],
+            nlohmann::json({{"podSelector", policy["spec"]["podSelector"]}}));
+  // Rule 2: from anywhere, the metrics port only.
+  EXPECT_FALSE(ingress[1].contains("from"));
+  EXPECT_EQ(ingress[1]["ports"], nlohmann::json::parse(R"([{"protocol": "TCP", "port": 9400}])"));
+}
+
 // fulcrum-trainer's own flag parser accepts the command line the pod template gives it (with
 // the $(VAR) references as the kubelet would expand them).
 TEST(TrainerArgs, TheTrainerAcceptsTheOperatorsCommandLine) {

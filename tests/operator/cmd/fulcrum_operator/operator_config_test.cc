@@ -39,6 +39,29 @@ TEST(OperatorConfig, DefaultsAreSaneAndTheHostNameIsTheIdentity) {
   EXPECT_EQ(config->gpu_labels.product, "nvidia.com/gpu.product");
   EXPECT_EQ(config->coordinator_listen, "0.0.0.0:7070");
   EXPECT_EQ(config->workers, 2);
+  EXPECT_EQ(config->coordinator_limits.hello_timeout, std::chrono::seconds(10));
+  EXPECT_EQ(config->coordinator_limits.max_streams, 4096);
+}
+
+TEST(OperatorConfig, TheCoordinatorsLimitsAreSetByFlagsAndCheckedByName) {
+  const Result<OperatorConfig> config = ParseOperatorConfig(
+      With({"--coordinator-hello-timeout", "2s", "--coordinator-max-streams", "64",
+            "--coordinator-max-streams-per-job", "8", "--coordinator-max-queued-messages", "32"}),
+      "h");
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  EXPECT_EQ(config->coordinator_limits.hello_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(config->coordinator_limits.max_streams, 64);
+  EXPECT_EQ(config->coordinator_limits.max_streams_per_job, 8);
+  EXPECT_EQ(config->coordinator_limits.max_queued_messages, 32u);
+  for (const char* flag : {"--coordinator-max-streams", "--coordinator-max-streams-per-job",
+                           "--coordinator-max-queued-messages"}) {
+    const Result<OperatorConfig> refused = ParseOperatorConfig(With({flag, "0"}), "h");
+    ASSERT_FALSE(refused.ok()) << flag;
+    EXPECT_THAT(refused.error().field, HasSubstr(flag));
+    EXPECT_THAT(refused.error().message, HasSubstr("whole number in 1.."));
+  }
+  EXPECT_THAT(ParseOperatorConfig(With({"--coordinator-hello-timeout", "0s"}), "h").error().field,
+              HasSubstr("--coordinator-hello-timeout"));
 }
 
 TEST(OperatorConfig, TheCoordinatorServiceNeedsNamespaceSlashNameAndThisReplicasIp) {
