@@ -13,6 +13,14 @@ namespace {
 
 constexpr double kJitterFactor = 1.2;  // client-go's JitterFactor
 
+// A Lease's spec; an empty object if it has none (spec is optional: anyone
+// with write access may leave it out or null it).
+nlohmann::json SpecOf(const nlohmann::json& lease) {
+  const auto spec = lease.find("spec");
+  if (spec == lease.end() || !spec->is_object()) return nlohmann::json::object();
+  return *spec;
+}
+
 }  // namespace
 
 Status CheckLeaseTimings(std::chrono::milliseconds lease_duration,
@@ -94,7 +102,7 @@ bool LeaderElector::TryAcquireOrRenew() {
                 {{"lease", config_.lease_name}, {"error", created.error().ToString()}});
       return false;
     }
-    Observe((*created)["spec"]);
+    Observe(SpecOf(*created));
     return true;
   }
   if (!current.ok()) {
@@ -103,7 +111,7 @@ bool LeaderElector::TryAcquireOrRenew() {
     return false;
   }
 
-  const nlohmann::json spec = current->value("spec", nlohmann::json::object());
+  const nlohmann::json spec = SpecOf(*current);
   Observe(spec);
   const std::string holder = spec.value("holderIdentity", "");
   const bool mine = holder == config_.identity;
@@ -115,7 +123,9 @@ bool LeaderElector::TryAcquireOrRenew() {
   }
   const int transitions = spec.value("leaseTransitions", 0);
   if (mine) {
-    desired["acquireTime"] = spec.value("acquireTime", now);
+    if (spec.contains("acquireTime") && spec["acquireTime"].is_string()) {
+      desired["acquireTime"] = spec["acquireTime"];
+    }
     desired["leaseTransitions"] = transitions;
   } else {
     desired["leaseTransitions"] = transitions + 1;
@@ -132,22 +142,40 @@ bool LeaderElector::TryAcquireOrRenew() {
     }
     return false;
   }
-  Observe((*updated)["spec"]);
+  Observe(SpecOf(*updated));
   return true;
+}
+
+std::optional<nlohmann::json> ReleasedLease(const nlohmann::json& lease,
+                                            const std::string& identity, const std::string& now) {
+  nlohmann::json spec = SpecOf(lease);
+  // Not ours (any more), or no spec at all: nothing to release.
+  const auto holder = spec.find("holderIdentity");
+  if (holder == spec.end() || !holder->is_string() || holder->get<std::string>() != identity) {
+    return std::nullopt;
+  }
+  nlohmann::json released = lease;
+  // As client-go: no holder, a one-second duration; transitions are kept.
+  spec["holderIdentity"] = "";
+  spec["leaseDurationSeconds"] = 1;
+  spec["renewTime"] = now;
+  spec["acquireTime"] = now;
+  released["spec"] = std::move(spec);
+  return released;
 }
 
 void LeaderElector::Release() {
   const ResourceType leases = resources::Leases();
   auto current = client_->Get(leases, config_.lease_namespace, config_.lease_name);
-  if (!current.ok() || (*current)["spec"].value("holderIdentity", "") != config_.identity) return;
-  const std::string now = FormatMicroTime(config_.clock->WallNow());
-  nlohmann::json released = *current;
-  // As client-go: no holder, a one-second duration; transitions are kept.
-  released["spec"]["holderIdentity"] = "";
-  released["spec"]["leaseDurationSeconds"] = 1;
-  released["spec"]["renewTime"] = now;
-  released["spec"]["acquireTime"] = now;
-  auto updated = client_->Update(leases, config_.lease_namespace, released);
+  if (!current.ok()) {
+    log_.Warning("could not read lease to release it",
+                 {{"lease", config_.lease_name}, {"error", current.error().ToString()}});
+    return;
+  }
+  auto released =
+      ReleasedLease(*current, config_.identity, FormatMicroTime(config_.clock->WallNow()));
+  if (!released) return;
+  auto updated = client_->Update(leases, config_.lease_namespace, *released);
   if (updated.ok()) {
     log_.Info("released lease", {{"lease", config_.lease_name}, {"identity", config_.identity}});
   } else {
@@ -180,9 +208,18 @@ void LeaderElector::Run(std::stop_token stop) {
   auto expired = [&] {
     return config_.clock->Now().time_since_epoch().count() >= valid_until.load();
   };
+  // Renewing ends when Run is stopped or when the leader's function returns
+  // (there is nothing left to lead for: renewing would only keep the others out).
+  std::stop_source renewing;
+  std::stop_callback stop_renewing(stop, [&renewing] { renewing.request_stop(); });
+  std::atomic<bool> returned{false};
   std::jthread leader;
   if (config_.on_started_leading) {
-    leader = std::jthread([this](std::stop_token leading) { config_.on_started_leading(leading); });
+    leader = std::jthread([this, &renewing, &returned](std::stop_token leading) {
+      config_.on_started_leading(leading);
+      returned = true;
+      renewing.request_stop();
+    });
   }
   std::jthread watchdog([&](std::stop_token watching) {
     while (!watching.stop_requested() && !expired()) {
@@ -198,24 +235,34 @@ void LeaderElector::Run(std::stop_token stop) {
     if (leader.joinable()) leader.request_stop();
   });
 
-  // Renew every retry_period until stopped or until the renew deadline passes unrenewed.
+  // Renew every retry_period until stopped or until the renew deadline passes
+  // unrenewed, or another candidate is seen holding the lease.
+  const std::stop_token renew = renewing.get_token();
   bool lost = false;
-  while (!stop.stop_requested()) {
+  std::string taken_by;
+  while (!renew.stop_requested()) {
     bool renewed = false;
-    while (!stop.stop_requested() && !expired()) {
+    while (!renew.stop_requested() && !expired()) {
       const Clock::TimePoint sent = config_.clock->Now();
       if ((renewed = TryAcquireOrRenew())) {
         valid_until = (sent + config_.renew_deadline).time_since_epoch().count();
         break;
       }
-      config_.clock->SleepFor(config_.retry_period, stop);
+      // Someone else holds the lease (it was taken over, or written by hand):
+      // this candidate no longer leads, whatever its renew deadline says.
+      if (const std::string holder = ObservedLeader();
+          !holder.empty() && holder != config_.identity) {
+        taken_by = holder;
+        break;
+      }
+      config_.clock->SleepFor(config_.retry_period, renew);
     }
-    if (stop.stop_requested()) break;
+    if (renew.stop_requested() && taken_by.empty()) break;
     if (!renewed || expired()) {  // a renewal that came back after the deadline is too late
       lost = true;
       break;
     }
-    config_.clock->SleepFor(config_.retry_period, stop);
+    config_.clock->SleepFor(config_.retry_period, renew);
   }
 
   watchdog.request_stop();
@@ -228,9 +275,14 @@ void LeaderElector::Run(std::stop_token stop) {
     std::lock_guard lock(mutex_);
     leading_ = false;
   }
-  if (lost) {
+  if (!taken_by.empty()) {
+    nlohmann::json fields = who;
+    fields["holder"] = taken_by;
+    log_.Warning("lost leadership: another candidate holds the lease", fields);
+  } else if (lost) {
     log_.Warning("lost leadership: could not renew within the renew deadline", who);
   } else if (config_.release_on_cancel) {
+    if (returned) log_.Info("the leader's function returned; releasing the lease", who);
     Release();
   }
   log_.Info("stopped leading", who);

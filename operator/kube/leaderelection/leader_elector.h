@@ -7,14 +7,17 @@
 // (counted from when the last successful renewal was sent, and enforced by a
 // watchdog even while a renewal hangs on a slow API server, so leadership always
 // ends before a rival can see the lease expire);
-// on a clean stop it releases the lease so that another candidate takes over
-// at once.
+// a leader that sees another candidate holding the lease stops leading at once
+// (client-go waits for its renew deadline; there is no reason to);
+// when the leader's function returns, or on a clean stop, it stops renewing and
+// releases the lease so that another candidate takes over at once.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stop_token>
 #include <string>
@@ -36,7 +39,9 @@ struct LeaderElectionConfig {
   bool release_on_cancel = true;
 
   // Runs on its own thread while this candidate leads; `stop` is requested when
-  // leadership ends (lost, or Run stopped). It must return soon after.
+  // leadership ends (lost, or Run stopped). It must return soon after. When it
+  // returns by itself, leading ends: renewals stop, the lease is released (with
+  // release_on_cancel) and Run returns.
   std::function<void(std::stop_token stop)> on_started_leading;
   // Called after leading ended and on_started_leading returned.
   std::function<void()> on_stopped_leading;
@@ -52,6 +57,14 @@ Status CheckLeaseTimings(std::chrono::milliseconds lease_duration,
                          std::chrono::milliseconds renew_deadline,
                          std::chrono::milliseconds retry_period);
 
+// The Lease to write to release `lease` held by `identity`, as client-go does:
+// no holder, a one-second duration, acquire and renew times `now`, transitions
+// kept. nullopt when `identity` does not hold it: another candidate does, or
+// the Lease has no spec (spec is optional; anyone allowed to write Leases may
+// clear it). Pure.
+std::optional<nlohmann::json> ReleasedLease(const nlohmann::json& lease,
+                                            const std::string& identity, const std::string& now);
+
 class LeaderElector {
  public:
   // Checks the configuration as client-go does: lease_duration > renew_deadline
@@ -59,9 +72,9 @@ class LeaderElector {
   static Result<std::unique_ptr<LeaderElector>> Create(std::shared_ptr<ApiClient> client,
                                                        LeaderElectionConfig config);
 
-  // Campaigns, leads, and (if leading when `stop` is requested and
-  // release_on_cancel is set) releases the lease. Blocks until it has stopped
-  // leading or `stop` is requested; run it on its own thread.
+  // Campaigns, leads, and (if leading when `stop` is requested or the leader's
+  // function returns, and release_on_cancel is set) releases the lease. Blocks
+  // until it has stopped leading or `stop` is requested; run it on its own thread.
   void Run(std::stop_token stop);
 
   bool IsLeader() const;

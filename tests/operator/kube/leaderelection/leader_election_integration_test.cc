@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <ctime>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "operator/kube/leaderelection/leader_elector.h"
 #include "tests/operator/kube/kube_test_support.h"
@@ -15,36 +17,47 @@
 namespace fulcrum::kube {
 namespace {
 
+using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::AdminClient;
 using testing::CreateNamespace;
 using testing::WaitFor;
 
-// One candidate running on its own thread, recording when it led.
+// One candidate running on its own thread, recording when it led. Its leader
+// function works until told to stop, or returns after `lead_for` if set.
 class Candidate {
  public:
   Candidate(std::shared_ptr<ApiClient> client, const std::string& ns, const std::string& identity,
-            milliseconds lease_duration, bool release_on_cancel) {
+            milliseconds lease_duration, bool release_on_cancel,
+            std::optional<milliseconds> lead_for = std::nullopt,
+            milliseconds retry_period = milliseconds(500)) {
     LeaderElectionConfig config;
     config.lease_namespace = ns;
     config.lease_name = "fulcrum-operator";
     config.identity = identity;
     config.lease_duration = lease_duration;
     config.renew_deadline = lease_duration * 2 / 3;
-    config.retry_period = milliseconds(500);
+    config.retry_period = retry_period;
     config.release_on_cancel = release_on_cancel;
-    config.on_started_leading = [this](std::stop_token stop) {
+    config.on_started_leading = [this, lead_for](std::stop_token stop) {
       started_at_ = std::chrono::steady_clock::now();
+      started_wall_ = std::chrono::system_clock::now();
       leading_ = true;
-      while (!stop.stop_requested()) std::this_thread::sleep_for(milliseconds(10));
+      const auto until = std::chrono::steady_clock::now() + lead_for.value_or(hours(24));
+      while (!stop.stop_requested() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(milliseconds(10));
+      }
       leading_ = false;
     };
     config.on_stopped_leading = [this] { ++stopped_; };
     auto elector = LeaderElector::Create(std::move(client), config);
     EXPECT_TRUE(elector.ok()) << elector.error().ToString();
     elector_ = std::move(elector).value();
-    thread_ = std::jthread([this](std::stop_token stop) { elector_->Run(stop); });
+    thread_ = std::jthread([this](std::stop_token stop) {
+      elector_->Run(stop);
+      run_returned_ = true;
+    });
   }
 
   // Stops the candidate's process: with release_on_cancel=false this is a
@@ -56,16 +69,30 @@ class Candidate {
 
   bool leading() const { return leading_; }
   int stopped() const { return stopped_; }
+  bool run_returned() const { return run_returned_; }
   std::chrono::steady_clock::time_point started_at() const { return started_at_; }
+  std::chrono::system_clock::time_point started_wall() const { return started_wall_; }
   const LeaderElector& elector() const { return *elector_; }
 
  private:
   std::unique_ptr<LeaderElector> elector_;
   std::atomic<bool> leading_{false};
   std::atomic<int> stopped_{0};
+  std::atomic<bool> run_returned_{false};
   std::chrono::steady_clock::time_point started_at_{};
+  std::chrono::system_clock::time_point started_wall_{};
   std::jthread thread_;
 };
+
+// A Lease's MicroTime ("2026-01-02T15:04:05.123456Z") as a wall-clock time.
+std::chrono::system_clock::time_point ParseMicroTime(const std::string& text) {
+  std::tm parts{};
+  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &parts);
+  EXPECT_NE(rest, nullptr) << text;
+  long micros = 0;
+  if (rest != nullptr && *rest == '.') micros = std::strtol(rest + 1, nullptr, 10);
+  return std::chrono::system_clock::from_time_t(timegm(&parts)) + std::chrono::microseconds(micros);
+}
 
 TEST(KubeLeaderElection, RejectsInconsistentTimings) {
   LeaderElectionConfig config;
@@ -89,19 +116,46 @@ TEST(KubeLeaderElection, OneLeadsAndTheOtherTakesOverAfterACrashWithinLeaseDurat
   auto beta = std::make_unique<Candidate>(client, "election-crash", "beta", lease, false);
   // Beta sees alpha as the leader and does not lead.
   ASSERT_TRUE(WaitFor([&] { return beta->elector().ObservedLeader() == "alpha"; }));
-  std::this_thread::sleep_for(lease + milliseconds(1000));
-  EXPECT_TRUE(alpha->leading());
-  EXPECT_FALSE(beta->leading()) << "two leaders at once";
+  // Over a whole lease and more, at every sample: alpha leads, beta does not.
+  int samples = 0;
+  int wrong = 0;
+  for (const auto until = std::chrono::steady_clock::now() + lease + milliseconds(1000);
+       std::chrono::steady_clock::now() < until; ++samples) {
+    wrong += !alpha->leading() || beta->leading();
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  EXPECT_EQ(wrong, 0) << "of " << samples << " samples, alpha did not lead alone";
 
+  // From the crash until beta leads, sample beta continuously, with the wall clock.
+  std::vector<std::pair<std::chrono::system_clock::time_point, bool>> beta_samples;
+  std::atomic<bool> sampling{true};
+  std::jthread sampler([&] {
+    while (sampling) {
+      beta_samples.emplace_back(std::chrono::system_clock::now(), beta->leading());
+      if (beta_samples.back().second) return;
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+  });
   const auto crashed_at = std::chrono::steady_clock::now();
   alpha->Stop();  // no release: the lease stays held by alpha until it expires
+  auto lease_object = client->Get(resources::Leases(), "election-crash", "fulcrum-operator");
+  ASSERT_TRUE(lease_object.ok());
+  EXPECT_EQ((*lease_object)["spec"]["holderIdentity"], "alpha");
+  // Alpha's last renewal, as it stamped it: the lease could expire lease_duration after.
+  const auto could_expire =
+      ParseMicroTime((*lease_object)["spec"]["renewTime"].get<std::string>()) + lease;
   ASSERT_TRUE(WaitFor([&] { return beta->leading(); }));
+  sampling = false;
+  sampler.join();
+  int early = 0;
+  for (const auto& [when, leading] : beta_samples) early += leading && when < could_expire;
+  EXPECT_EQ(early, 0) << "beta led before alpha's lease could have expired";
+  EXPECT_GE(beta->started_wall(), could_expire) << "beta took over an unexpired lease";
+  EXPECT_GT(beta_samples.size(), 100u) << "too few samples to tell";
   const double takeover = std::chrono::duration<double>(beta->started_at() - crashed_at).count();
-  std::printf("takeover after crash: %.2fs (lease %.1fs + retry 0.5s)\n", takeover,
-              lease.count() / 1000.0);
-  // Not before the lease could have expired; no later than lease + retry (with
-  // jitter 1.2) plus generous slack for a loaded machine.
-  EXPECT_GE(takeover, 0.0);
+  std::printf("takeover after crash: %.2fs (lease %.1fs + retry 0.5s), %zu samples\n", takeover,
+              lease.count() / 1000.0, beta_samples.size());
+  // No later than lease + retry (with jitter 1.2) plus generous slack for a loaded machine.
   EXPECT_LE(takeover, lease.count() / 1000.0 + 0.5 * 2.2 + 5.0);
   EXPECT_EQ(alpha->stopped(), 1);
   beta->Stop();
@@ -187,6 +241,68 @@ TEST(KubeLeaderElection, ALeaderCutOffFromTheApiServerStepsDownBeforeAnotherTake
   EXPECT_FALSE(alpha->leading());  // its leader work was told to stop (and did)
   beta->Stop();
   alpha->Stop();  // returns once its stuck renewal times out
+}
+
+// The leader's function returning ends leadership: no more renewals, the lease
+// released at once for the others (not held until Run is stopped).
+TEST(KubeLeaderElection, WhenTheLeadersFunctionReturnsItStopsRenewingAndReleases) {
+  auto client = AdminClient();
+  CreateNamespace(*client, "election-done");
+  auto alpha = std::make_unique<Candidate>(client, "election-done", "alpha", milliseconds(6000),
+                                           /*release_on_cancel=*/true,
+                                           /*lead_for=*/milliseconds(1000));
+  ASSERT_TRUE(WaitFor([&] { return alpha->stopped() == 1; }, seconds(20)))
+      << "the leader's function returned but leadership did not end";
+  EXPECT_FALSE(alpha->elector().IsLeader());
+  EXPECT_TRUE(WaitFor([&] { return alpha->run_returned(); }, seconds(5)));
+  auto released = client->Get(resources::Leases(), "election-done", "fulcrum-operator");
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ((*released)["spec"]["holderIdentity"], "") << (*released)["spec"].dump();
+  // Nothing writes the lease any more: three retry periods later it is unchanged.
+  std::this_thread::sleep_for(milliseconds(1500));
+  auto later = client->Get(resources::Leases(), "election-done", "fulcrum-operator");
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(ResourceVersionOf(*later), ResourceVersionOf(*released)) << "still renewing";
+  alpha->Stop();
+}
+
+// Leadership loss: another holder takes the Lease (written by hand here, as a
+// rival with a different view of expiry, or an operator, would). The leader
+// must stop leading as soon as it sees that, not write over it, and not wait
+// for its renew deadline.
+TEST(KubeLeaderElection, ALeaderThatSeesAnotherHolderStopsLeadingAtOnce) {
+  auto client = AdminClient();
+  CreateNamespace(*client, "election-taken");
+  const milliseconds lease(30'000);  // renew deadline 20 s: far longer than the retry (0.5 s)
+  auto alpha = std::make_unique<Candidate>(client, "election-taken", "alpha", lease,
+                                           /*release_on_cancel=*/true);
+  ASSERT_TRUE(WaitFor([&] { return alpha->leading(); }));
+  auto current = client->Get(resources::Leases(), "election-taken", "fulcrum-operator");
+  ASSERT_TRUE(current.ok());
+  nlohmann::json taken = *current;
+  taken["spec"]["holderIdentity"] = "intruder";
+  taken["spec"]["leaseDurationSeconds"] = 3600;
+  // Retried on Conflict: alpha renews in between.
+  ASSERT_TRUE(WaitFor([&] {
+    auto latest = client->Get(resources::Leases(), "election-taken", "fulcrum-operator");
+    if (!latest.ok()) return false;
+    taken["metadata"]["resourceVersion"] = ResourceVersionOf(*latest);
+    return client->Update(resources::Leases(), "election-taken", taken).ok();
+  }));
+  const auto taken_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor([&] { return alpha->stopped() == 1; }, seconds(60)));
+  const double lost_after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - taken_at).count();
+  std::printf("stopped leading %.2fs after the lease was taken (renew deadline 20s)\n", lost_after);
+  EXPECT_LT(lost_after, 10.0) << "the leader waited for its renew deadline";
+  EXPECT_FALSE(alpha->elector().IsLeader());
+  EXPECT_FALSE(alpha->leading()) << "its leader function was told to stop";
+  EXPECT_EQ(alpha->elector().ObservedLeader(), "intruder");
+  auto after = client->Get(resources::Leases(), "election-taken", "fulcrum-operator");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ((*after)["spec"]["holderIdentity"], "intruder")
+      << "a leader that lost the lease must neither renew nor release it";
+  alpha->Stop();
 }
 
 }  // namespace
