@@ -434,20 +434,31 @@ void CoordinatorService::TickLoop(std::stop_token stop) {
 }
 
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
-    const std::string& listen_address) {
+    const std::string& listen_address, const std::optional<PemKeyPair>& tls) {
   auto service = std::make_unique<CoordinatorService>();
-  auto server = Start(listen_address, *service);
+  auto server = Start(listen_address, *service, tls);
   if (server.ok()) (*server)->owned_service_ = std::move(service);
   return server;
 }
 
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
-    const std::string& listen_address, CoordinatorService& service) {
+    const std::string& listen_address, CoordinatorService& service,
+    const std::optional<PemKeyPair>& tls) {
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
   server->service_ = &service;
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &server->port_);
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (tls) {
+    grpc::SslServerCredentialsOptions options;
+    options.pem_key_cert_pairs.push_back({tls->private_key, tls->certificate});
+    credentials = grpc::SslServerCredentials(options);
+  } else {
+    log::Warn("coordinator", "", "serving without TLS: job tokens cross the network in the clear",
+              {{"listen", listen_address}});
+    credentials = grpc::InsecureServerCredentials();
+  }
+  builder.AddListeningPort(listen_address, credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // Keepalive both ways: the server pings quiet connections (a trainer whose host vanished is

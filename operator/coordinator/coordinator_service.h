@@ -22,6 +22,7 @@
 #include "operator/coordinator/job_session.h"
 #include "operator/coordinator/job_session_config.h"
 #include "operator/coordinator/job_session_snapshot.h"
+#include "operator/coordinator/tls_certificates.h"
 
 namespace fulcrum::coordinator {
 
@@ -102,12 +103,15 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
 // The port is not shared (no SO_REUSEPORT): a second process cannot serve it at the same time.
 class CoordinatorServer {
  public:
-  // With a service of its own.
-  static Result<std::unique_ptr<CoordinatorServer>> Start(const std::string& listen_address);
+  // With a service of its own. `tls`: the serving certificate and key; without one the
+  // stream is plaintext, for local runs only (the job token crosses the network in the clear).
+  static Result<std::unique_ptr<CoordinatorServer>> Start(
+      const std::string& listen_address, const std::optional<PemKeyPair>& tls = std::nullopt);
   // Serving `service`, which must outlive the server (the operator keeps its jobs across the
   // times it leads and serves).
-  static Result<std::unique_ptr<CoordinatorServer>> Start(const std::string& listen_address,
-                                                          CoordinatorService& service);
+  static Result<std::unique_ptr<CoordinatorServer>> Start(
+      const std::string& listen_address, CoordinatorService& service,
+      const std::optional<PemKeyPair>& tls = std::nullopt);
   ~CoordinatorServer();
 
   int port() const { return port_; }

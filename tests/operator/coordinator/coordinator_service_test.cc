@@ -402,6 +402,36 @@ TEST_F(CoordinatorLimitsTest, ATrainerThatStopsReadingIsCancelledInsteadOfPinnin
   EXPECT_TRUE(cancelled) << "the coordinator still holds the stream of a trainer that never reads";
 }
 
+// Over TLS, a trainer that trusts the coordinator's CA is served; one that trusts another CA,
+// or speaks plaintext, never gets as far as sending its token.
+TEST(CoordinatorTls, OnlyTrainersThatVerifyTheCoordinatorAgainstItsCaAreServed) {
+  using namespace std::chrono_literals;
+  const PemKeyPair ca = MakeCertificateAuthority("fulcrum-coordinator-ca", 24h).value();
+  const PemKeyPair serving = IssueServingCertificate(ca, {"127.0.0.1"}, 24h).value();
+  auto server = CoordinatorServer::Start("127.0.0.1:0", serving);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->service().AddJob(DemoJob()).ok());
+  const std::string address = "127.0.0.1:" + std::to_string((*server)->port());
+  auto channel_trusting = [&](const std::string& root) {
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = root;
+    return grpc::CreateChannel(address, grpc::SslCredentials(options));
+  };
+  Trainer trusting(channel_trusting(ca.certificate));
+  ASSERT_TRUE(trusting.Hello("a"));
+  EXPECT_TRUE(trusting.NextAssignment().has_value());
+
+  const PemKeyPair other_ca = MakeCertificateAuthority("someone-else", 24h).value();
+  Trainer fooled(channel_trusting(other_ca.certificate));
+  fooled.Hello("bb");
+  EXPECT_EQ(fooled.Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  Trainer plaintext(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  plaintext.Hello("ccc");
+  EXPECT_EQ(plaintext.Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ((*server)->service().SnapshotOf("demo")->members.size(), 1u);
+  (*server)->Shutdown();
+}
+
 // A trainer whose host vanishes (its connection goes silent: no FIN, no RST, no heartbeats) is
 // noticed by the coordinator's gRPC keepalive within seconds and leaves the job. The heartbeat
 // timeout is an hour here, so nothing but keepalive can notice it within the test's wait.
