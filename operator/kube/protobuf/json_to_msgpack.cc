@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "operator/kube/protobuf/utf8.h"
+
 namespace fulcrum::kube::protobuf {
 namespace {
 
@@ -134,8 +136,16 @@ class Converter {
       // Copy the run up to the next quote or backslash at once.
       std::size_t end = position_;
       while (end < text_.size() && text_[end] != '"' && text_[end] != '\\') {
-        if (static_cast<unsigned char>(text_[end]) < 0x20) return false;
-        ++end;
+        const auto byte = static_cast<unsigned char>(text_[end]);
+        if (byte < 0x20) return false;
+        if (byte < 0x80) {
+          ++end;
+          continue;
+        }
+        // JSON text is UTF-8 (RFC 8259); what is not could not be written out again.
+        const std::size_t length = Utf8SequenceLength(text_, end);
+        if (length == 0) return false;
+        end += length;
       }
       if (out != nullptr) out->append(text_.substr(position_, end - position_));
       position_ = end;

@@ -3,6 +3,8 @@
 #include <bit>
 #include <cstring>
 
+#include "operator/kube/protobuf/utf8.h"
+
 namespace fulcrum::kube::protobuf {
 
 void MsgpackWriter::BigEndian(std::uint64_t value, int width) {
@@ -55,6 +57,18 @@ void MsgpackWriter::Double(double value) {
 }
 
 void MsgpackWriter::String(std::string_view text) {
+  // Strings of the proto2 API types are not checked for UTF-8 on the wire, and nlohmann::json
+  // will not write invalid UTF-8 out again: coerce it here, as Go's encoding/json does, so
+  // that every object in the cache can be serialised.
+  if (!IsValidUtf8(text)) {
+    const std::string valid = CoerceToUtf8(text);
+    ValidString(valid);
+    return;
+  }
+  ValidString(text);
+}
+
+void MsgpackWriter::ValidString(std::string_view text) {
   const std::size_t size = text.size();
   if (size < 32) {
     out_.push_back(static_cast<std::uint8_t>(0xa0 | size));

@@ -17,6 +17,7 @@ class MsgpackWriter {
   void Int(std::int64_t value);
   void UInt(std::uint64_t value);
   void Double(double value);
+  // Invalid UTF-8 is written with each bad byte replaced by U+FFFD.
   void String(std::string_view text);
   void ArrayHeader(std::size_t count);
   void MapHeader(std::size_t count);
@@ -24,6 +25,7 @@ class MsgpackWriter {
 
  private:
   void BigEndian(std::uint64_t value, int width);
+  void ValidString(std::string_view text);
   std::vector<std::uint8_t>& out_;
 };
 

@@ -95,14 +95,20 @@ void WriteScalar(const FieldDescriptor& field, std::uint64_t value, MsgpackWrite
 }
 
 // The fields of one message in wire order. Kubernetes' Go marshaller writes a repeated field's
-// elements one after another; the transcoder relies on that (MessagePack wants each array's
-// length up front), so a field that comes back after another one is refused.
+// elements one after another and a singular field once; the transcoder relies on that
+// (MessagePack wants each map's and array's length up front), so a field that comes back after
+// another one is refused, and so is a singular field written twice (protobuf would merge or
+// overwrite; counting it once and writing it twice made MessagePack that did not decode).
 class FieldOrder {
  public:
-  // True if `number` starts a new field, false if it continues the previous one; an error if
-  // it repeats a field that another one interrupted.
-  Result<bool> Next(const Descriptor& type, std::uint32_t number) {
-    if (number == last_) return false;
+  // True if `field` starts a new field, false if it continues the previous (repeated) one; an
+  // error if it repeats a field that another one interrupted, or a singular one.
+  Result<bool> Next(const Descriptor& type, const FieldDescriptor& field) {
+    const auto number = static_cast<std::uint32_t>(field.number());
+    if (number == last_) {
+      if (!field.is_repeated()) return Malformed(type, field.name() + " appears more than once");
+      return false;
+    }
     last_ = number;
     if (number < seen_.size()) {
       if (seen_[number]) return Malformed(type, "a repeated field's elements are not adjacent");
@@ -110,6 +116,9 @@ class FieldOrder {
     }
     return true;
   }
+  // A field the schema does not know (newer than it) still interrupts a run: the transcoder
+  // skips it, and the elements after it would start a second key for the same field.
+  void Unknown(std::uint32_t number) { last_ = number; }
 
  private:
   std::bitset<1024> seen_;
@@ -142,8 +151,11 @@ class Writer {
     WireReader counter(wire);
     while (std::optional<WireField> field = counter.Next()) {
       const FieldDescriptor* descriptor = info.Field(field->number);
-      if (descriptor == nullptr) continue;  // a field newer than our schema
-      Result<bool> starts = order.Next(type, field->number);
+      if (descriptor == nullptr) {  // a field newer than our schema
+        order.Unknown(field->number);
+        continue;
+      }
+      Result<bool> starts = order.Next(type, *descriptor);
       if (!starts.ok()) return starts.error();
       if (!*starts) continue;  // more of the same repeated field
       if (info.Inline(field->number) && field->type == WireType::kLengthDelimited) {
@@ -383,8 +395,11 @@ Status CheckMessage(const K8sSchema& schema, const Descriptor& type, std::string
   WireReader reader(wire);
   while (std::optional<WireField> field = reader.Next()) {
     const FieldDescriptor* descriptor = info.Field(field->number);
-    if (descriptor == nullptr) continue;
-    if (Result<bool> starts = order.Next(type, field->number); !starts.ok()) return starts.error();
+    if (descriptor == nullptr) {
+      order.Unknown(field->number);
+      continue;
+    }
+    if (Result<bool> starts = order.Next(type, *descriptor); !starts.ok()) return starts.error();
     const bool packed = descriptor->is_packable() && field->type == WireType::kLengthDelimited;
     if (!packed && !WireTypeFits(*descriptor, field->type)) {
       return Malformed(type, "wrong wire type for " + descriptor->name());

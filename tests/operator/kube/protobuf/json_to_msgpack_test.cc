@@ -44,6 +44,32 @@ TEST(JsonToMsgpack, RefusesInvalidJsonAndWritesNothing) {
   }
 }
 
+// JSON text is UTF-8 (RFC 8259). Accepting anything else put strings in the cache that
+// nlohmann::json then refused to write out (dump() threw type_error 316): found by
+// json_to_msgpack_fuzz.
+TEST(JsonToMsgpack, RefusesInvalidUtf8SoEveryResultCanBeWrittenOut) {
+  for (const std::string text : {
+           "\"\xff\"",  // never valid
+           "\"a\x80"
+           "b\"",                   // a lone continuation byte
+           "\"\xc0\xaf\"",          // overlong '/'
+           "\"\xe0\x80\xaf\"",      // overlong, three bytes
+           "\"\xed\xa0\x80\"",      // a UTF-16 surrogate, encoded
+           "\"\xf4\x90\x80\x80\"",  // past U+10FFFF
+           "\"\xe2\x82\"",          // cut short
+           "{\"f:\xa1\":{}}",       // in a key
+       }) {
+    std::vector<std::uint8_t> bytes;
+    MsgpackWriter out(bytes);
+    EXPECT_FALSE(JsonToMsgpack(text, out)) << testing::PrintToString(text);
+    EXPECT_TRUE(bytes.empty());
+  }
+  // Valid multi-byte text, raw rather than escaped, still converts and writes out.
+  const std::string valid =
+      "{\"k\":\"caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x9a\x80 \xf4\x8f\xbf\xbf\"}";
+  EXPECT_EQ(Convert(valid).dump(), nlohmann::json::parse(valid).dump());
+}
+
 TEST(JsonToMsgpack, DeepNestingIsRefusedNotACrash) {
   std::vector<std::uint8_t> bytes;
   MsgpackWriter out(bytes);

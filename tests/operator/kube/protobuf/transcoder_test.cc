@@ -164,6 +164,87 @@ TEST(Transcoder, MalformedInputIsAnErrorNamingTheType) {
       << status.error().message;
 }
 
+// A Pod whose name and FieldsV1 carry bytes that are not UTF-8 (the wire does not check
+// proto2 strings) still becomes JSON that can be written out: found by transcoder_fuzz.
+TEST(Transcoder, InvalidUtf8StillWritesOutAsJson) {
+  const K8sSchema& schema = K8sSchema::BuiltIn();
+  const google::protobuf::Descriptor* pod = schema.Find("v1", "Pod");
+  ASSERT_NE(pod, nullptr);
+  // Pod.metadata(1) { name(1): "a\xffb", managedFields(17) { fieldsV1(7) { Raw(1): ... } } }
+  const std::string fields = "{\"f:\xa1\":{}}";
+  const std::string raw = std::string("\x0a") + static_cast<char>(fields.size()) + fields;
+  const std::string entry = std::string("\x3a") + static_cast<char>(raw.size()) + raw;
+  const std::string meta = std::string(
+                               "\x0a\x03"
+                               "a\xff"
+                               "b\x8a\x01",
+                               7) +
+                           static_cast<char>(entry.size()) + entry;
+  const std::string wire = std::string("\x0a") + static_cast<char>(meta.size()) + meta;
+  std::vector<std::uint8_t> bytes;
+  MsgpackWriter out(bytes);
+  const Status status = TranscodeMessage(schema, *pod, wire, out);
+  ASSERT_TRUE(status.ok()) << status.error().ToString();
+  const nlohmann::json json = nlohmann::json::from_msgpack(bytes);
+  EXPECT_EQ(json["metadata"]["name"],
+            "a\xef\xbf\xbd"
+            "b");
+  // Not JSON (not UTF-8): kept as the base64 of its bytes, as for any non-JSON FieldsV1.
+  EXPECT_TRUE(json["metadata"]["managedFields"][0]["fieldsV1"].is_string());
+  EXPECT_NO_THROW((void)json.dump());
+}
+
+// A singular field written twice in a row was counted as one key but written as two, so the
+// MessagePack did not decode (found by transcoder_fuzz and list_decoder_fuzz). The API
+// server never writes one twice: it is refused, by the check and the transcoder alike.
+TEST(Transcoder, ASingularFieldWrittenTwiceIsMalformed) {
+  const K8sSchema& schema = K8sSchema::BuiltIn();
+  const google::protobuf::Descriptor* lease = schema.Find("coordination.k8s.io/v1", "Lease");
+  ASSERT_NE(lease, nullptr);
+  // Lease.spec(2) { leaseDurationSeconds(2): 15, leaseDurationSeconds(2): 30 }
+  const std::string twice("\x12\x04\x10\x0f\x10\x1e", 6);
+  // Pod.metadata(1) twice: a message field, which protobuf would merge.
+  const std::string metadata_twice("\x0a\x03\x0a\x01\x61\x0a\x03\x0a\x01\x62", 10);
+  const google::protobuf::Descriptor* pod = schema.Find("v1", "Pod");
+  for (const auto& [type, wire] : {std::pair{lease, twice}, std::pair{pod, metadata_twice}}) {
+    std::vector<std::uint8_t> bytes;
+    MsgpackWriter out(bytes);
+    const Status transcoded = TranscodeMessage(schema, *type, wire, out);
+    ASSERT_FALSE(transcoded.ok()) << type->full_name();
+    EXPECT_NE(transcoded.error().message.find("appears more than once"), std::string::npos)
+        << transcoded.error().message;
+    EXPECT_FALSE(CheckTranscodable(schema, *type, wire).ok()) << type->full_name();
+  }
+  // Once is fine.
+  std::vector<std::uint8_t> bytes;
+  MsgpackWriter out(bytes);
+  ASSERT_TRUE(TranscodeMessage(schema, *lease, std::string("\x12\x02\x10\x0f", 4), out).ok());
+  EXPECT_EQ(nlohmann::json::from_msgpack(bytes)["spec"]["leaseDurationSeconds"], 15);
+}
+
+// A field unknown to the schema between two elements of a repeated field: counted as one key,
+// written as two, so the MessagePack did not decode (list_decoder_fuzz). Go never writes that;
+// it is refused like any other interrupted repeated field. Between two fields it is skipped.
+TEST(Transcoder, AnUnknownFieldInsideARepeatedFieldIsMalformed) {
+  const K8sSchema& schema = K8sSchema::BuiltIn();
+  const google::protobuf::Descriptor* pod = schema.Find("v1", "Pod");
+  ASSERT_NE(pod, nullptr);
+  const std::string unknown("\xb8\x3e\x01", 3);  // field 999, varint 1
+  // Pod.metadata(1) { finalizers(14): "a", <999>, finalizers(14): "b" }
+  const std::string interrupted = "\x0a\x09\x72\x01\x61" + unknown + "\x72\x01\x62";
+  std::vector<std::uint8_t> bytes;
+  MsgpackWriter out(bytes);
+  EXPECT_FALSE(TranscodeMessage(schema, *pod, interrupted, out).ok());
+  EXPECT_FALSE(CheckTranscodable(schema, *pod, interrupted).ok());
+  // Pod.metadata(1) { name(1): "p", <999>, finalizers(14): "a", finalizers(14): "b" }
+  const std::string between = "\x0a\x0c\x0a\x01\x70" + unknown + "\x72\x01\x61\x72\x01\x62";
+  bytes.clear();
+  ASSERT_TRUE(TranscodeMessage(schema, *pod, between, out).ok());
+  const nlohmann::json json = nlohmann::json::from_msgpack(bytes);
+  EXPECT_EQ(json["metadata"]["name"], "p");
+  EXPECT_EQ(json["metadata"]["finalizers"], (nlohmann::json{"a", "b"}));
+}
+
 TEST(Transcoder, TimesAndDurationsFormatAsGoDoes) {
   EXPECT_EQ(Rfc3339(0, 0, false), "1970-01-01T00:00:00Z");
   EXPECT_EQ(Rfc3339(951782400, 0, false), "2000-02-29T00:00:00Z");

@@ -70,5 +70,23 @@ TEST(MsgpackWriter, EveryEncodingSizeDecodesToTheSameValue) {
   EXPECT_EQ(decoded[i]["k16"], 16);
 }
 
+// Strings in the API's proto2 types are not checked for UTF-8 on the wire; nlohmann::json
+// refuses to write invalid UTF-8 out, so the writer replaces each bad byte with U+FFFD, as
+// Go's encoding/json does (found by transcoder_fuzz and list_decoder_fuzz).
+TEST(MsgpackWriter, InvalidUtf8BecomesReplacementCharacters) {
+  std::vector<std::uint8_t> bytes;
+  MsgpackWriter out(bytes);
+  out.String(
+      "a\xff"
+      "b\xe2\x82"
+      "c\xc3\xa9");
+  const nlohmann::json value = nlohmann::json::from_msgpack(bytes);
+  EXPECT_EQ(value,
+            "a\xef\xbf\xbd"
+            "b\xef\xbf\xbd\xef\xbf\xbd"
+            "c\xc3\xa9");
+  EXPECT_NO_THROW((void)value.dump());
+}
+
 }  // namespace
 }  // namespace fulcrum::kube::protobuf
