@@ -26,7 +26,8 @@ Result<std::string> ReadWholeFile(const fs::path& path, const std::string& field
 }
 
 Result<std::string> DecodeBase64(const std::string& text, const std::string& field) {
-  const Error invalid = InvalidArgument(field, "is not valid base64; paste the PEM file through `base64 -w0`");
+  const Error invalid =
+      InvalidArgument(field, "is not valid base64; paste the PEM file through `base64 -w0`");
   std::vector<unsigned char> bytes;
   try {
     bytes = utility::conversions::from_base64(text);
@@ -171,13 +172,22 @@ Result<ClusterConfig> ParseKubeconfig(const YAML::Node& root, const fs::path& fi
 }  // namespace
 
 Result<ClusterConfig> LoadKubeconfig(const fs::path& file, std::string_view context) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file.string());
-  } catch (const YAML::BadFile&) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
     return MakeError(ErrorCode::kNotFound,
                      "kubeconfig " + file.string() +
                          ": cannot read the file; check --kubeconfig or $KUBECONFIG");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseKubeconfigText(text.str(), file, context);
+}
+
+Result<ClusterConfig> ParseKubeconfigText(std::string_view yaml, const fs::path& file,
+                                          std::string_view context) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
   } catch (const YAML::Exception& e) {
     return InvalidArgument("(file)",
                            "kubeconfig " + file.string() + ": not valid YAML: " + e.what());

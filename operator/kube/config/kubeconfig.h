@@ -17,6 +17,9 @@ namespace fulcrum::kube {
 // file paths inside resolve against the kubeconfig's own folder, as kubectl does.
 Result<ClusterConfig> LoadKubeconfig(const std::filesystem::path& file,
                                      std::string_view context = {});
+// The same for a kubeconfig's text, as if read from `file` (for its relative paths and errors).
+Result<ClusterConfig> ParseKubeconfigText(std::string_view yaml, const std::filesystem::path& file,
+                                          std::string_view context = {});
 
 // Where a pod finds its service account; overridable for tests.
 struct InClusterPaths {

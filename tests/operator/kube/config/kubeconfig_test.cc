@@ -125,6 +125,22 @@ TEST_F(KubeconfigTest, MalformedYamlIsReportedAsSuch) {
   EXPECT_NE(config.error().message.find("not valid YAML"), std::string::npos);
 }
 
+TEST_F(KubeconfigTest, TextParsesAsTheFileWouldAndNeverThrows) {
+  std::ofstream(dir_ / "ca.pem") << "CA";
+  const auto from_file = LoadKubeconfig(Write("config", kTwoContexts));
+  const auto from_text = ParseKubeconfigText(kTwoContexts, dir_ / "config");
+  ASSERT_TRUE(from_file.ok()) << from_file.error().ToString();
+  ASSERT_TRUE(from_text.ok()) << from_text.error().ToString();
+  EXPECT_EQ(from_text->server, from_file->server);
+  EXPECT_EQ(from_text->ca_pem, "CA");
+  // Shapes a user may write by mistake (kubeconfig_fuzz): errors, not exceptions.
+  for (const char* text : {"", "- a list", "clusters: {a: b}\ncurrent-context: [x]",
+                           "current-context: c\ncontexts: [{name: c, context: [1]}]",
+                           "current-context: c\ncontexts: [{name: c, context: {cluster: {}}}]"}) {
+    EXPECT_FALSE(ParseKubeconfigText(text, dir_ / "config").ok()) << text;
+  }
+}
+
 TEST_F(KubeconfigTest, InClusterConfigUsesServiceAccountFilesAndEnvironment) {
   InClusterPaths paths{Write("token", "sa-token\n"), Write("ca.crt", "PEM"),
                        Write("namespace", "fulcrum-system")};
