@@ -1,11 +1,11 @@
 #include "trainer_image/trainer/dataset.h"
 
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
+#include <limits>
 #include <numbers>
+#include <stdexcept>
 
+#include "trainer_image/trainer/record_file.h"
 #include "trainer_image/trainer/sample_order.h"
 
 namespace fulcrum::trainer {
@@ -71,34 +71,26 @@ class SyntheticDataset final : public Dataset {
 
 class RecordFileDataset final : public Dataset {
  public:
-  RecordFileDataset(std::string path, int features, int64_t records)
-      : file_(path, std::ios::binary), features_(features), records_(records) {}
-  int64_t size() const override { return records_; }
+  explicit RecordFileDataset(RecordFile file) : file_(std::move(file)) {}
+  int64_t size() const override { return file_.size(); }
   Batch Get(std::span<const int64_t> indices) override {
     const auto count = static_cast<int64_t>(indices.size());
-    torch::Tensor inputs = torch::empty({count, features_}, torch::kFloat32);
+    const int features = file_.features();
+    torch::Tensor inputs = torch::empty({count, features}, torch::kFloat32);
     torch::Tensor targets = torch::empty({count}, torch::kInt64);
-    const std::size_t record_bytes = RecordBytes(features_);
-    std::vector<char> record(record_bytes);
     for (int64_t row = 0; row < count; ++row) {
-      file_.seekg(static_cast<std::streamoff>(indices[static_cast<std::size_t>(row)] *
-                                              static_cast<int64_t>(record_bytes)));
-      file_.read(record.data(), static_cast<std::streamsize>(record_bytes));
-      std::memcpy(inputs.data_ptr<float>() + row * features_, record.data(), record_bytes - 4);
-      int32_t label = 0;
-      std::memcpy(&label, record.data() + record_bytes - 4, 4);
-      targets.data_ptr<int64_t>()[row] = label;
+      std::span<float> x(inputs.data_ptr<float>() + row * features,
+                         static_cast<std::size_t>(features));
+      Result<int32_t> label = file_.Read(indices[static_cast<std::size_t>(row)], x);
+      // Get has no error path: a bad record fails the step as torch errors do, but says why.
+      if (!label.ok()) throw std::runtime_error(label.error().ToString());
+      targets.data_ptr<int64_t>()[row] = *label;
     }
     return {inputs, targets};
   }
-  static std::size_t RecordBytes(int features) {
-    return static_cast<std::size_t>(features) * 4 + 4;
-  }
 
  private:
-  std::ifstream file_;
-  int features_;
-  int64_t records_;
+  RecordFile file_;
 };
 
 }  // namespace
@@ -115,18 +107,12 @@ Result<std::unique_ptr<Dataset>> MakeDataset(const TrainerFlags& flags) {
           flags.dataset_size, std::vector<int64_t>{3, flags.image_size, flags.image_size},
           flags.classes, flags.seed));
     case ModelKind::kTorchScript: {
-      std::error_code error;
-      const auto bytes = std::filesystem::file_size(flags.data_file, error);
-      if (error) return InvalidArgument("--data-file", "cannot read \"" + flags.data_file + "\"");
-      const std::size_t record_bytes = RecordFileDataset::RecordBytes(flags.record_features);
-      if (bytes == 0 || bytes % record_bytes != 0) {
-        return InvalidArgument("--data-file",
-                               "size " + std::to_string(bytes) +
-                                   " is not a positive multiple of the record size " +
-                                   std::to_string(record_bytes) + " (--record-features x 4 + 4)");
-      }
-      return std::unique_ptr<Dataset>(std::make_unique<RecordFileDataset>(
-          flags.data_file, flags.record_features, static_cast<int64_t>(bytes / record_bytes)));
+      // The module's output width bounds the labels, and --classes does not apply to it: only
+      // negative labels are refused here; torch refuses labels past the output.
+      Result<RecordFile> file = RecordFile::Open(flags.data_file, flags.record_features,
+                                                 std::numeric_limits<int32_t>::max());
+      if (!file.ok()) return file.error();
+      return std::unique_ptr<Dataset>(std::make_unique<RecordFileDataset>(std::move(file).value()));
     }
   }
   return InvalidArgument("--model", "unknown model");
