@@ -93,12 +93,15 @@ nlohmann::json OwnerReference(const JobSpec& job) {
           {"blockOwnerDeletion", true}};
 }
 
-nlohmann::json TokenSecret(const JobSpec& job, const std::string& token) {
-  return {{"apiVersion", "v1"},
-          {"kind", "Secret"},
-          {"metadata", Metadata(job, TokenSecretName(job))},
-          {"type", "Opaque"},
-          {"stringData", {{"token", token}}}};
+nlohmann::json TokenSecret(const JobSpec& job, const std::string& token,
+                           const std::string& coordinator_ca) {
+  nlohmann::json secret = {{"apiVersion", "v1"},
+                           {"kind", "Secret"},
+                           {"metadata", Metadata(job, TokenSecretName(job))},
+                           {"type", "Opaque"},
+                           {"stringData", {{"token", token}}}};
+  if (!coordinator_ca.empty()) secret["stringData"]["ca.crt"] = coordinator_ca;
+  return secret;
 }
 
 nlohmann::json HeadlessService(const JobSpec& job) {
@@ -129,7 +132,7 @@ nlohmann::json TrainerNetworkPolicy(const JobSpec& job) {
               {{"ports", {{{"protocol", "TCP"}, {"port", kTrainerMetricsPort}}}}}}}}}};
 }
 
-std::vector<std::string> TrainerArgs(const JobSpec& job) {
+std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls) {
   std::vector<std::string> args = {"--coordinator",  "$(FULCRUM_COORDINATOR)",
                                    "--token-file",   std::string(kTokenMountPath) + "/token",
                                    "--job",          job.CoordinatorJobName(),
@@ -138,6 +141,11 @@ std::vector<std::string> TrainerArgs(const JobSpec& job) {
                                    "--host",         "$(POD_IP)",
                                    "--metrics-port", std::to_string(kTrainerMetricsPort)};
   auto add = [&args](std::initializer_list<std::string> more) { args.insert(args.end(), more); };
+  if (coordinator_tls) {
+    add({"--coordinator-ca", std::string(kTokenMountPath) + "/ca.crt"});
+  } else {
+    add({"--coordinator-insecure", "true"});
+  }
   if (job.gpus_per_worker == 0) add({"--device", "cpu"});
   if (!job.torchscript_path.empty()) {
     add({"--model", "torchscript", "--torchscript", job.torchscript_path, "--data-file",
@@ -165,7 +173,7 @@ nlohmann::json TrainerPod(const JobSpec& job, int worker, const TrainerPodOption
   nlohmann::json container = {
       {"name", "trainer"},
       {"image", job.image.empty() ? options.default_image : job.image},
-      {"args", TrainerArgs(job)},
+      {"args", TrainerArgs(job, options.coordinator_tls)},
       {"env", env},
       {"ports", {{{"name", "metrics"}, {"containerPort", kTrainerMetricsPort}}}},
       {"volumeMounts", {{{"name", "token"}, {"mountPath", kTokenMountPath}, {"readOnly", true}}}}};

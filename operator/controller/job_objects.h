@@ -23,6 +23,9 @@ inline constexpr int kTrainerMetricsPort = 9400;
 struct TrainerPodOptions {
   std::string default_image = "fulcrum-trainer";  // when the spec names none
   std::string coordinator_address;                // host:port the trainers dial
+  // Trainers verify the coordinator against the CA in their token Secret (ca.crt); false: the
+  // coordinator serves plaintext (--coordinator-insecure) and so must they.
+  bool coordinator_tls = true;
   GpuLabelKeys keys;
   // Products on nodes that could run this job, with their prior speeds: the pod prefers
   // faster ones (preferred node affinity, weight by speed).
@@ -37,14 +40,16 @@ std::string NetworkPolicyName(const JobSpec& job);
 std::string WorkerPodName(const JobSpec& job, int worker);
 
 nlohmann::json OwnerReference(const JobSpec& job);  // controller, blockOwnerDeletion
-nlohmann::json TokenSecret(const JobSpec& job, const std::string& token);
+// With the coordinator's CA certificate as ca.crt beside the token ("" when it serves plaintext).
+nlohmann::json TokenSecret(const JobSpec& job, const std::string& token,
+                           const std::string& coordinator_ca = "");
 nlohmann::json HeadlessService(const JobSpec& job);
 // Who may reach the job's trainers: the job's own pods, on any port (rank 0's TCPStore, the
 // collectives' connections); anyone, on the metrics port only (Prometheus). The TCPStore has no
 // authentication of its own (docs/security.md). The operator needs no rule: trainers dial it.
 nlohmann::json TrainerNetworkPolicy(const JobSpec& job);
 // fulcrum-trainer's flags for this job (the operator's, then spec.args).
-std::vector<std::string> TrainerArgs(const JobSpec& job);
+std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls = true);
 nlohmann::json TrainerPod(const JobSpec& job, int worker, const TrainerPodOptions& options);
 
 }  // namespace fulcrum::controller

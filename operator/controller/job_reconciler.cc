@@ -235,8 +235,8 @@ Result<std::string> JobReconciler::EnsureToken(const JobSpec& spec) {
   std::optional<nlohmann::json> secret;
   if (auto cached = caches_.secrets->Get(spec.ns + "/" + name)) secret = cached->ToJson();
   if (!secret) {
-    auto created =
-        client_->Create(kube::resources::Secrets(), spec.ns, TokenSecret(spec, NewToken()));
+    auto created = client_->Create(kube::resources::Secrets(), spec.ns,
+                                   TokenSecret(spec, NewToken(), options_.coordinator_ca));
     if (created.ok()) {
       secret = *created;
     } else if (created.error().code == ErrorCode::kAlreadyExists) {
@@ -336,6 +336,7 @@ TrainerPodOptions JobReconciler::PodOptions(const JobSpec& spec) const {
   TrainerPodOptions pod;
   pod.default_image = options_.default_image;
   pod.coordinator_address = options_.coordinator_address;
+  pod.coordinator_tls = !options_.coordinator_ca.empty();
   pod.keys = options_.keys;
   for (const GpuNode& node : inventory_.Candidates(spec.gpus_per_worker, spec.gpu_selector)) {
     if (!node.prior_speed || node.product.empty()) continue;

@@ -35,16 +35,19 @@ kube::ResourceType HeteroTrainingJobs();
 
 // The caches the reconciler reads; the informers behind them are the operator's.
 struct ReconcilerCaches {
-  const kube::Store* jobs = nullptr;      // HeteroTrainingJobs
-  const kube::Store* pods = nullptr;      // trainer pods of every job (managed-by label)
-  const kube::Store* secrets = nullptr;   // the jobs' token Secrets
-  const kube::Store* services = nullptr;  // the jobs' headless Services
+  const kube::Store* jobs = nullptr;              // HeteroTrainingJobs
+  const kube::Store* pods = nullptr;              // trainer pods of every job (managed-by label)
+  const kube::Store* secrets = nullptr;           // the jobs' token Secrets
+  const kube::Store* services = nullptr;          // the jobs' headless Services
   const kube::Store* network_policies = nullptr;  // the jobs' NetworkPolicies
 };
 
 struct ReconcilerOptions {
   std::string default_image = "fulcrum-trainer";
   std::string coordinator_address;  // host:port the trainers dial
+  // The coordinator's CA certificate (PEM), given to trainers in their token Secret; "" when
+  // the coordinator serves plaintext (--coordinator-insecure).
+  std::string coordinator_ca;
   GpuLabelKeys keys;
   std::chrono::milliseconds status_min_interval{3'000};
   // A job that trains is reconciled again this often, to carry the coordinator's progress

@@ -70,6 +70,8 @@ class OperatorProcess {
                                  coordinator,
                                  "--coordinator-service",
                                  kCoordinatorService,
+                                 "--coordinator-tls-secret",
+                                 "fulcrum-system/fulcrum-coordinator-tls",
                                  "--coordinator-advertise-ip",
                                  advertise_ip_,
                                  "--health-listen",

@@ -105,6 +105,8 @@ TEST(Chart, TheOperatorDeploymentRunsHardenedWithProbesAndLeaderElection) {
                         "--coordinator-address=fulcrum-coordinator.fulcrum-system.svc:7070"));
   EXPECT_THAT(args,
               ::testing::Contains("--coordinator-service=fulcrum-system/fulcrum-coordinator"));
+  EXPECT_THAT(
+      args, ::testing::Contains("--coordinator-tls-secret=fulcrum-system/fulcrum-coordinator-tls"));
   ASSERT_TRUE(objects.count("Service/fulcrum-coordinator"));
   EXPECT_FALSE(objects["Service/fulcrum-coordinator"]["spec"]["selector"])
       << "a selector would send trainers to standby replicas";
@@ -289,7 +291,9 @@ TEST_F(ChartInstalled, TheServiceAccountCanDoWhatTheOperatorDoesAndNothingMore) 
         "update leases.coordination.k8s.io/fulcrum -n fulcrum-system",
         "get leases.coordination.k8s.io/fulcrum -n fulcrum-system",
         "create endpointslices.discovery.k8s.io -n fulcrum-system",
-        "update endpointslices.discovery.k8s.io/fulcrum-coordinator -n fulcrum-system"}) {
+        "update endpointslices.discovery.k8s.io/fulcrum-coordinator -n fulcrum-system",
+        "get secrets/fulcrum-coordinator-tls -n fulcrum-system",
+        "update secrets/fulcrum-coordinator-tls -n fulcrum-system"}) {
     EXPECT_TRUE(Can(sa, allowed)) << "cannot: " << allowed;
   }
   // Nothing it does not use.
@@ -308,6 +312,7 @@ TEST_F(ChartInstalled, TheServiceAccountCanDoWhatTheOperatorDoesAndNothingMore) 
         "update leases.coordination.k8s.io/some-other-lease -n fulcrum-system",
         "update leases.coordination.k8s.io/kube-controller-manager -n kube-system",
         "update endpointslices.discovery.k8s.io/other -n fulcrum-system",
+        "update secrets/other -n fulcrum-system",
         "create clusterroles",
         "escalate clusterroles",
         "bind clusterroles",
@@ -372,6 +377,8 @@ TEST_F(ChartInstalled, TheOperatorDoesItsWorkWithTheServiceAccountsRightsAlone) 
                                           "127.0.0.1:7070",
                                           "--coordinator-service",
                                           "fulcrum-team-a/team-a-ops-fulcrum-coordinator",
+                                          "--coordinator-tls-secret",
+                                          "fulcrum-team-a/team-a-ops-fulcrum-coordinator-tls",
                                           "--coordinator-advertise-ip",
                                           "192.0.2.10",
                                           "--health-listen",
@@ -416,6 +423,14 @@ TEST_F(ChartInstalled, TheOperatorDoesItsWorkWithTheServiceAccountsRightsAlone) 
       << testing::ReadFile(log);
   EXPECT_TRUE(testing::WaitUntil(
       [&] { return !get("-n team-a get htj mixed-gpus", "{.status.phase}").empty(); }, 60s));
+  // It made the coordinator's TLS Secret in its own namespace, and gave the job its CA.
+  EXPECT_FALSE(
+      get("-n fulcrum-team-a get secret team-a-ops-fulcrum-coordinator-tls", "{.data.tls\\.crt}")
+          .empty());
+  const std::string job_ca = get("-n team-a get secret mixed-gpus-token", "{.data.ca\\.crt}");
+  EXPECT_FALSE(job_ca.empty());
+  EXPECT_EQ(job_ca, get("-n fulcrum-team-a get secret team-a-ops-fulcrum-coordinator-tls",
+                        "{.data.ca\\.crt}"));
   EXPECT_TRUE(testing::WaitUntil(
       [&] {
         return Cluster().Kubectl("-n team-a get events.events.k8s.io").output.find("mixed-gpus") !=

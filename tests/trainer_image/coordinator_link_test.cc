@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "operator/coordinator/tls_certificates.h"
 #include "tests/support/freezable_proxy.h"
 
 namespace fulcrum::trainer {
@@ -65,18 +66,21 @@ class ScriptedCoordinator final : public fulcrum::v1::Coordinator::Service {
 
 class CoordinatorLinkTest : public ::testing::Test {
  protected:
-  void Serve(std::vector<grpc::StatusCode> refusals) {
+  void Serve(
+      std::vector<grpc::StatusCode> refusals,
+      std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials()) {
     coordinator_ = std::make_unique<ScriptedCoordinator>(std::move(refusals));
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort("127.0.0.1:0", credentials, &port_);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 100);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
     builder.RegisterService(coordinator_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
   }
-  std::unique_ptr<CoordinatorLink> Link(int port = 0) {
+  std::unique_ptr<CoordinatorLink> Link(int port = 0, const std::string& root_certificates = "") {
     CoordinatorLinkOptions options;
+    options.root_certificates = root_certificates;
     options.address = "127.0.0.1:" + std::to_string(port != 0 ? port : port_);
     options.hello.set_job("demo");
     options.hello.set_pod("trainer-0");
@@ -139,6 +143,28 @@ TEST_F(CoordinatorLinkTest, TheHelloIsTheFirstMessageOfEveryStreamEvenWithReport
   for (const TrainerMessage& first : first_messages) {
     EXPECT_TRUE(first.has_hello()) << "a stream began with " << first.ShortDebugString();
   }
+}
+
+TEST_F(CoordinatorLinkTest, OverTlsTheTokenGoesOnlyToACoordinatorThatTheCaVouchesFor) {
+  const coordinator::PemKeyPair ca = coordinator::MakeCertificateAuthority("ca", 24h).value();
+  const coordinator::PemKeyPair serving =
+      coordinator::IssueServingCertificate(ca, {"127.0.0.1"}, 24h).value();
+  grpc::SslServerCredentialsOptions tls;
+  tls.pem_key_cert_pairs.push_back({serving.private_key, serving.certificate});
+  Serve({}, grpc::SslServerCredentials(tls));
+  {
+    // Trusting another CA: the handshake fails, the Hello (with the token) is never sent, and
+    // the trainer keeps retrying rather than giving up.
+    const coordinator::PemKeyPair other = coordinator::MakeCertificateAuthority("x", 24h).value();
+    auto fooled = Link(0, other.certificate);
+    EXPECT_FALSE(fooled->WaitForGeneration(0, 2s).has_value());
+    EXPECT_TRUE(coordinator_->first_messages().empty());
+    EXPECT_FALSE(fooled->Fatal().has_value());
+  }
+  auto link = Link(0, ca.certificate);
+  ASSERT_TRUE(link->WaitForGeneration(0, 60s).has_value());
+  ASSERT_EQ(coordinator_->first_messages().size(), 1u);
+  EXPECT_EQ(coordinator_->first_messages()[0].hello().token(), "secret");
 }
 
 TEST_F(CoordinatorLinkTest, ACoordinatorThatVanishesWithoutClosingIsNoticedByKeepaliveAndRejoined) {

@@ -76,17 +76,35 @@ TEST(TrainerFlags, NamesTheFlagThatIsWrong) {
   EXPECT_EQ(
       ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t", "--lr", "x"}).error().field,
       "--lr");
-  EXPECT_EQ(
-      ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t", "--emulated-slowdown", "0.5"})
-          .error()
-          .field,
-      "--emulated-slowdown");
+  EXPECT_EQ(ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t", "--coordinator-ca",
+                               "ca.crt", "--emulated-slowdown", "0.5"})
+                .error()
+                .field,
+            "--emulated-slowdown");
   EXPECT_EQ(ParseTrainerFlags({"--bogus", "1"}).error().field, "--bogus");
-  EXPECT_TRUE(ParseTrainerFlags({"--coordinator", "h:1", "--token-file", "t"}).ok());
+}
+
+TEST(TrainerFlags, TheCoordinatorLinkIsTlsUnlessPlaintextIsAskedForByName) {
+  const std::vector<std::string> base = {"--coordinator", "h:1", "--token-file", "t"};
+  const Error neither = ParseTrainerFlags(base).error();
+  EXPECT_EQ(neither.field, "--coordinator-ca");
+  EXPECT_NE(neither.message.find("--coordinator-insecure true"), std::string::npos);
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), base.begin(), base.end());
+    return ParseTrainerFlags(more);
+  };
+  const Result<TrainerFlags> tls = with({"--coordinator-ca", "/var/run/fulcrum/token/ca.crt"});
+  ASSERT_TRUE(tls.ok());
+  EXPECT_EQ(tls->coordinator_ca, "/var/run/fulcrum/token/ca.crt");
+  EXPECT_TRUE(with({"--coordinator-insecure", "true"})->coordinator_insecure);
+  EXPECT_EQ(with({"--coordinator-insecure", "true", "--coordinator-ca", "c"}).error().field,
+            "--coordinator-ca");
+  EXPECT_EQ(with({"--coordinator-insecure", "yes"}).error().field, "--coordinator-insecure");
 }
 
 TEST(TrainerFlags, SlowdownFileDefaultsToTheEnvironmentsAndAFlagOverridesIt) {
-  const std::vector<std::string> base = {"--coordinator", "h:1", "--token-file", "t"};
+  const std::vector<std::string> base = {"--coordinator",          "h:1", "--token-file", "t",
+                                         "--coordinator-insecure", "true"};
   EXPECT_EQ(ParseTrainerFlags(base)->slowdown_file, "");
   const std::map<std::string, std::string> environment = {
       {"FULCRUM_SLOWDOWN_FILE", "/node/slowdown"}};
@@ -97,7 +115,8 @@ TEST(TrainerFlags, SlowdownFileDefaultsToTheEnvironmentsAndAFlagOverridesIt) {
 }
 
 TEST(TrainerFlags, DeviceAndCollectiveDefaultToAutoAndRejectNcclOnTheCpu) {
-  const std::vector<std::string> base = {"--coordinator", "h:1", "--token-file", "t"};
+  const std::vector<std::string> base = {"--coordinator",    "h:1",   "--token-file", "t",
+                                         "--coordinator-ca", "ca.crt"};
   const Result<TrainerFlags> defaults = ParseTrainerFlags(base);
   ASSERT_TRUE(defaults.ok());
   EXPECT_EQ(defaults->device, DeviceKind::kAuto);

@@ -69,8 +69,13 @@ CoordinatorLink::CoordinatorLink(CoordinatorLinkOptions options) : options_(std:
   arguments.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   arguments.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // ping however quiet the stream is
   arguments.SetMaxSendMessageSize(kMaxMessageBytes);
-  channel_ =
-      grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), arguments);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options_.root_certificates.empty()) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = options_.root_certificates;
+    credentials = grpc::SslCredentials(tls);
+  }
+  channel_ = grpc::CreateCustomChannel(options_.address, credentials, arguments);
   stub_ = fulcrum::v1::Coordinator::NewStub(channel_);
   session_ = std::jthread([this](std::stop_token stop) { SessionLoop(stop); });
   heartbeat_ = std::jthread([this](std::stop_token stop) { HeartbeatLoop(stop); });

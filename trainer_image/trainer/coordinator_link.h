@@ -20,6 +20,8 @@ namespace fulcrum::trainer {
 
 struct CoordinatorLinkOptions {
   std::string address;
+  // The CA certificate (PEM) the coordinator's TLS certificate must chain to; empty: plaintext.
+  std::string root_certificates;
   fulcrum::v1::Hello hello;  // sent on every (re)connect
   std::chrono::milliseconds heartbeat_period{1000};
   // HTTP/2 keepalive: a ping after this much silence on the connection, and the connection

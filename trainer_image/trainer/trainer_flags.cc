@@ -11,8 +11,10 @@
 namespace fulcrum::trainer {
 
 const char* const kTrainerUsage =
-    "usage: fulcrum-trainer (--coordinator HOST:PORT --token-file F | --world-size N --rank R\n"
-    "                        --rendezvous HOST:PORT --batches B0,B1,...) [options]\n"
+    "usage: fulcrum-trainer (--coordinator HOST:PORT --token-file F\n"
+    "                        (--coordinator-ca PEM | --coordinator-insecure true)\n"
+    "                        | --world-size N --rank R --rendezvous HOST:PORT\n"
+    "                          --batches B0,B1,...) [options]\n"
     "  membership: --job NAME --pod NAME --node NAME --gpu-product LABEL --host ADDR\n"
     "  model:      --model mlp|cnn|resnet18|torchscript --torchscript FILE --data-file FILE\n"
     "              --record-features D --dataset-size N --input-features D --hidden H\n"
@@ -87,6 +89,14 @@ Status Validate(const TrainerFlags& flags) {
     }
   } else if (flags.token_file.empty()) {
     return InvalidArgument("--token-file", "is required with --coordinator");
+  } else if (flags.coordinator_ca.empty() == !flags.coordinator_insecure) {
+    return InvalidArgument("--coordinator-ca",
+                           flags.coordinator_insecure
+                               ? "and --coordinator-insecure true exclude each other"
+                               : "is required with --coordinator: the CA file to verify the "
+                                 "coordinator's TLS certificate against (the operator mounts it "
+                                 "beside the token), or --coordinator-insecure true for a local "
+                                 "plaintext coordinator");
   }
   if (flags.model == ModelKind::kTorchScript &&
       (flags.torchscript.empty() || flags.data_file.empty() || flags.record_features < 1)) {
@@ -149,6 +159,9 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
       {"--job", text(&f.job)},
       {"--coordinator", text(&f.coordinator)},
       {"--token-file", text(&f.token_file)},
+      {"--coordinator-ca", text(&f.coordinator_ca)},
+      {"--coordinator-insecure",
+       [&](auto& flag, auto& v) { return ParseBool(flag, v, &f.coordinator_insecure); }},
       {"--pod", text(&f.pod)},
       {"--node", text(&f.node)},
       {"--gpu-product", text(&f.gpu_product)},

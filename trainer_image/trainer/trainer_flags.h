@@ -20,8 +20,12 @@ struct TrainerFlags {
   std::string job = "local";
   std::string coordinator;  // host:port; empty selects the static group below
   std::string token_file;   // file holding the job token (first line)
-  std::string pod;          // default: <hostname>-<pid>
-  std::string node;         // default: hostname
+  // The coordinator serves TLS: its CA certificate (PEM file) to verify it against. Plaintext
+  // only with coordinator_insecure, for a local coordinator.
+  std::string coordinator_ca;
+  bool coordinator_insecure = false;
+  std::string pod;   // default: <hostname>-<pid>
+  std::string node;  // default: hostname
   std::string gpu_product = "cpu";
   int rank = 0;                    // static group only
   int world_size = 1;              // static group only

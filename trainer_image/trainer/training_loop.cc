@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 #include <thread>
 
@@ -210,6 +211,17 @@ Status Trainer::Init() {
       return InvalidArgument("--token-file", "cannot read a token from " + flags_.token_file);
     CoordinatorLinkOptions options;
     options.address = flags_.coordinator;
+    if (flags_.coordinator_insecure) {
+      log::Warn("trainer", job(), "the coordinator link is plaintext (--coordinator-insecure)",
+                {{"coordinator", flags_.coordinator}});
+    } else {
+      std::ifstream ca_file(flags_.coordinator_ca);
+      options.root_certificates.assign(std::istreambuf_iterator<char>(ca_file), {});
+      if (options.root_certificates.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+        return InvalidArgument("--coordinator-ca",
+                               "no PEM certificate in " + flags_.coordinator_ca);
+      }
+    }
     options.hello.set_job(flags_.job);
     options.hello.set_pod(flags_.pod);
     options.hello.set_node(flags_.node);
@@ -468,8 +480,7 @@ void Trainer::ForwardBackwardOnce(const std::vector<int64_t>& indices, int micro
 // failed attempt held and retries the same samples in twice as many micro-steps (gradient
 // accumulation), down to one sample per micro-step, instead of dying. The limit is kept for
 // later steps, and the step's report tells the balancer, which lowers this worker's cap.
-Result<double> Trainer::ForwardBackward(Collective& collective,
-                                        const std::vector<int64_t>& indices,
+Result<double> Trainer::ForwardBackward(Collective& collective, const std::vector<int64_t>& indices,
                                         int planned_micro_steps, int& failed_micro_batch) {
   buckets_->BeginStep(collective, compute_->CurrentStream());
   const int local_batch = static_cast<int>(indices.size());

@@ -51,6 +51,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s-coordinator" (include "fulcrum.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The Secret with the coordinator's CA and serving certificate (the operator makes it). */}}
+{{- define "fulcrum.coordinatorTlsSecret" -}}
+{{- printf "%s-coordinator-tls" (include "fulcrum.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/* The Lease replicas campaign for. */}}
 {{- define "fulcrum.leaseName" -}}
 {{- include "fulcrum.fullname" . -}}

@@ -12,7 +12,7 @@ const char* const kCoordinatorUsage =
     "         [--min-workers N] [--max-workers N] [--policy optimal|proportional|equal]\n"
     "         [--interval-steps N] [--min-gain F] [--seed N] [--leave-timeout-ms MS]\n"
     "         [--heartbeat-timeout-ms MS] [--settle-ms MS] [--apply-lead-steps N]\n"
-    "         [--state-file PATH]\n"
+    "         [--state-file PATH] (--tls-cert PEM --tls-key PEM | --insecure true)\n"
     "  FILE: one \"JOB TOKEN\" per line; every job gets the same settings.\n";
 
 namespace {
@@ -49,6 +49,22 @@ Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& a
          flags.state_file = v;
          return Ok();
        }},
+      {"--tls-cert",
+       [&](auto&, auto& v) {
+         flags.tls_certificate_file = v;
+         return Ok();
+       }},
+      {"--tls-key",
+       [&](auto&, auto& v) {
+         flags.tls_key_file = v;
+         return Ok();
+       }},
+      {"--insecure",
+       [&](auto& f, auto& v) -> Status {
+         if (v != "true" && v != "false") return InvalidArgument(f, "expected true or false");
+         flags.insecure = v == "true";
+         return Ok();
+       }},
       {"--global-batch", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.global_batch); }},
       {"--min-workers", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.min_workers); }},
       {"--max-workers", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.max_workers); }},
@@ -76,6 +92,17 @@ Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& a
   if (flags.job_token_file.empty()) return InvalidArgument("--job-token-file", "is required");
   if (job.global_batch < 1)
     return InvalidArgument("--global-batch", "is required and must be >= 1");
+  const bool tls = !flags.tls_certificate_file.empty() || !flags.tls_key_file.empty();
+  if (tls == flags.insecure) {
+    return InvalidArgument("--tls-cert", flags.insecure
+                                             ? "and --insecure true exclude each other"
+                                             : "is required with --tls-key (PEM files), or "
+                                               "--insecure true to serve plaintext locally");
+  }
+  if (tls && (flags.tls_certificate_file.empty() || flags.tls_key_file.empty())) {
+    return InvalidArgument(flags.tls_key_file.empty() ? "--tls-key" : "--tls-cert",
+                           "--tls-cert and --tls-key go together");
+  }
   job.name = "template";
   job.token = "template-token";
   if (Status status = ValidateJobConfig(job); !status.ok()) {

@@ -12,7 +12,11 @@ namespace fulcrum::coordinator {
 struct CoordinatorFlags {
   std::string listen;
   std::string job_token_file;
-  std::string state_file;         // JSON snapshot of every job, rewritten twice a second
+  std::string state_file;  // JSON snapshot of every job, rewritten twice a second
+  // TLS: the serving certificate chain and its key (PEM files); or plaintext with insecure.
+  std::string tls_certificate_file;
+  std::string tls_key_file;
+  bool insecure = false;
   JobSessionConfig job_template;  // everything but name and token, shared by all jobs
 };
 

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <optional>
 #include <thread>
 
 #include "common/log.h"
@@ -58,7 +60,22 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: sigwait below
 
-  auto server = fulcrum::coordinator::CoordinatorServer::Start(flags->listen);
+  std::optional<fulcrum::coordinator::PemKeyPair> tls;
+  if (!flags->insecure) {
+    auto read = [](const std::string& path) {
+      std::ifstream file(path);
+      return std::string(std::istreambuf_iterator<char>(file), {});
+    };
+    tls = fulcrum::coordinator::PemKeyPair{read(flags->tls_certificate_file),
+                                           read(flags->tls_key_file)};
+    if (tls->certificate.find("BEGIN CERTIFICATE") == std::string::npos ||
+        tls->private_key.find("PRIVATE KEY") == std::string::npos) {
+      return Fail(fulcrum::InvalidArgument("--tls-cert", "no PEM certificate and key in " +
+                                                             flags->tls_certificate_file + " and " +
+                                                             flags->tls_key_file));
+    }
+  }
+  auto server = fulcrum::coordinator::CoordinatorServer::Start(flags->listen, tls);
   if (!server.ok()) {
     std::cerr << "fulcrum-coordinator: error: " << server.error().ToString() << "\n";
     return 1;

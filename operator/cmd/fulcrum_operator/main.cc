@@ -7,15 +7,19 @@
 // (controller-runtime's managers exit instead; staying up keeps the caches warm and needs no
 // supervisor, which the local cluster does not have.)
 // Exit codes: 0 after SIGTERM/SIGINT, 2 invalid settings, 1 a start-up failure.
+#include <absl/strings/str_split.h>
+#include <absl/strings/strip.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "common/log.h"
 #include "operator/cmd/fulcrum_operator/coordinator_endpoint.h"
+#include "operator/cmd/fulcrum_operator/coordinator_tls.h"
 #include "operator/cmd/fulcrum_operator/http_endpoints.h"
 #include "operator/cmd/fulcrum_operator/operator_config.h"
 #include "operator/cmd/fulcrum_operator/operator_metrics.h"
@@ -77,6 +81,30 @@ int main(int argc, char** argv) {
   auto client =
       std::make_shared<kube::ApiClient>(std::shared_ptr<kube::RestClient>(std::move(rest).value()));
 
+  // The coordinator's certificate, from the Secret every replica shares (made on first start),
+  // for the name trainers dial. Without it no trainer could verify this replica: wait for it.
+  std::optional<coordinator::PemKeyPair> serving_tls;
+  std::string coordinator_ca;
+  if (!config->coordinator_tls_secret.empty()) {
+    const std::vector<std::string> secret = absl::StrSplit(config->coordinator_tls_secret, '/');
+    const std::string host =
+        config->coordinator_address.substr(0, config->coordinator_address.rfind(':'));
+    while (true) {
+      Result<operator_main::CoordinatorTls> tls = operator_main::EnsureCoordinatorTls(
+          *client, secret[0], secret[1],
+          {std::string(absl::StripPrefix(absl::StripSuffix(host, "]"), "["))});
+      if (tls.ok()) {
+        serving_tls = tls->serving;
+        coordinator_ca = tls->ca_certificate;
+        break;
+      }
+      log::Warn(kComponent, "", "cannot read or make the coordinator's TLS Secret yet; retrying",
+                {{"secret", config->coordinator_tls_secret}, {"error", tls.error().ToString()}});
+      timespec retry{.tv_sec = 2, .tv_nsec = 0};
+      if (sigtimedwait(&signals, nullptr, &retry) > 0) return 0;  // stopped while waiting
+    }
+  }
+
   operator_main::OperatorMetrics metrics;
   // Jobs live here across leadership; the gRPC server serves them only while leading.
   coordinator::CoordinatorService coordinator(config->coordinator_limits);
@@ -90,6 +118,7 @@ int main(int argc, char** argv) {
   options.tolerated_taint_keys = config->tolerated_taint_keys;
   options.reconciler.default_image = config->trainer_image;
   options.reconciler.coordinator_address = config->coordinator_address;
+  options.reconciler.coordinator_ca = coordinator_ca;
   options.reconciler.keys = config->gpu_labels;
   options.reconciler.status_min_interval = config->status_min_interval;
   controller::JobObserver job_observer{
@@ -118,7 +147,8 @@ int main(int argc, char** argv) {
   auto lead = [&](std::stop_token stop) {
     std::unique_ptr<coordinator::CoordinatorServer> server;
     while (!stop.stop_requested()) {
-      auto started = coordinator::CoordinatorServer::Start(config->coordinator_listen, coordinator);
+      auto started = coordinator::CoordinatorServer::Start(config->coordinator_listen, coordinator,
+                                                           serving_tls);
       if (started.ok()) {
         server = std::move(*started);
         break;

@@ -130,6 +130,14 @@ const std::vector<Setting>& Settings() {
       {"coordinator.advertiseIP", "--coordinator-advertise-ip",
        "this replica's IP for the coordinator Service's EndpointSlice (the pod IP)",
        Text(&OperatorConfig::coordinator_advertise_ip)},
+      {"coordinator.tlsSecret", "--coordinator-tls-secret",
+       "NAMESPACE/NAME of the Secret with the coordinator's CA and certificate (made if absent)",
+       Text(&OperatorConfig::coordinator_tls_secret)},
+      {"coordinator.insecure", "--coordinator-insecure",
+       "true: serve trainers plaintext, tokens in the clear (local runs only)",
+       [](OperatorConfig& c, const std::string& v, const std::string& where) {
+         return ParseBool(v, where, c.coordinator_insecure);
+       }},
       {"coordinator.helloTimeout", "--coordinator-hello-timeout",
        "a stream that says no Hello this long is closed (10s)",
        DurationOf([](OperatorConfig& c) -> std::chrono::milliseconds& {
@@ -233,6 +241,22 @@ Status Validate(const OperatorConfig& config, const std::map<std::string, std::s
                            "is required: the HOST:PORT trainers dial, e.g. "
                            "fulcrum-operator.fulcrum-system.svc:7070");
   }
+  if (config.coordinator_tls_secret.empty() == !config.coordinator_insecure) {
+    return InvalidArgument(name("coordinator.tlsSecret"),
+                           config.coordinator_insecure
+                               ? "and coordinator.insecure exclude each other"
+                               : "is required: NAMESPACE/NAME of the Secret for the coordinator's "
+                                 "TLS certificate (the operator makes it), or coordinator.insecure "
+                                 "true to serve plaintext locally");
+  }
+  if (!config.coordinator_tls_secret.empty()) {
+    const std::vector<std::string> parts = absl::StrSplit(config.coordinator_tls_secret, '/');
+    if (parts.size() != 2 || !IsDnsLabel(parts[0]) || parts[1].empty()) {
+      return InvalidArgument(
+          name("coordinator.tlsSecret"),
+          "expected NAMESPACE/NAME of a Secret, got \"" + config.coordinator_tls_secret + "\"");
+    }
+  }
   for (const auto& [key, value] : {std::pair{"coordinator.listen", config.coordinator_listen},
                                    {"coordinator.address", config.coordinator_address},
                                    {"health.listen", config.health_listen},
@@ -330,7 +354,8 @@ Result<OperatorConfig> ParseOperatorConfig(const std::vector<std::string>& args,
     }
     for (const auto& [key, value] : file_values) {
       const auto setting = std::find_if(Settings().begin(), Settings().end(),
-                                        [&](const Setting& s) { return s.key == key; });
+                                        // Named: clang 14 cannot capture a structured binding.
+                                        [&name = key](const Setting& s) { return s.key == name; });
       if (setting == Settings().end()) {
         std::vector<std::string> known;
         for (const Setting& s : Settings()) known.push_back(s.key);

@@ -35,6 +35,10 @@ struct OperatorConfig {
   std::string coordinator_service;
   std::string coordinator_advertise_ip;               // this replica's pod IP
   coordinator::CoordinatorLimits coordinator_limits;  // what one client can hold (security.md)
+  // NAMESPACE/NAME of the Secret with the coordinator's CA and serving certificate (made on
+  // first start); or coordinator_insecure: plaintext, for local runs only.
+  std::string coordinator_tls_secret;
+  bool coordinator_insecure = false;
   std::string health_listen = "0.0.0.0:8081";
   std::string metrics_listen = "0.0.0.0:8080";
   LeaderElectionSettings leader_election;

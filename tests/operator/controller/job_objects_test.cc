@@ -194,6 +194,21 @@ TEST(JobObjects, TheNetworkPolicyAdmitsOnlyTheJobsOwnPodsExceptToTheMetricsPort)
   EXPECT_EQ(ingress[1]["ports"], nlohmann::json::parse(R"([{"protocol": "TCP", "port": 9400}])"));
 }
 
+TEST(JobObjects, TrainersVerifyTheCoordinatorAgainstTheCaInTheirTokenSecretOrAreToldPlaintext) {
+  const JobSpec job = ParseJobSpec(MixedGpusJob()).value();
+  const nlohmann::json secret = TokenSecret(job, "s3cret", "-----BEGIN CERTIFICATE-----\n...");
+  EXPECT_EQ(secret["stringData"]["ca.crt"], "-----BEGIN CERTIFICATE-----\n...");
+  EXPECT_FALSE(TokenSecret(job, "s3cret", "")["stringData"].contains("ca.crt"));
+  TrainerPodOptions options;
+  const std::vector<std::string> tls = Args(TrainerPod(job, 0, options));
+  EXPECT_EQ(FlagValue(tls, "--coordinator-ca"), "/var/run/fulcrum/token/ca.crt");
+  EXPECT_EQ(FlagValue(tls, "--coordinator-insecure"), "");
+  options.coordinator_tls = false;
+  const std::vector<std::string> plaintext = Args(TrainerPod(job, 0, options));
+  EXPECT_EQ(FlagValue(plaintext, "--coordinator-insecure"), "true");
+  EXPECT_EQ(FlagValue(plaintext, "--coordinator-ca"), "");
+}
+
 // fulcrum-trainer's own flag parser accepts the command line the pod template gives it (with
 // the $(VAR) references as the kubelet would expand them).
 TEST(TrainerArgs, TheTrainerAcceptsTheOperatorsCommandLine) {

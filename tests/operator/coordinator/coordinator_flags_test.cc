@@ -7,13 +7,29 @@ namespace fulcrum::coordinator {
 namespace {
 
 TEST(CoordinatorFlags, ParsesAValidCommandLine) {
-  auto flags =
-      ParseCoordinatorFlags({"--listen", "127.0.0.1:0", "--job-token-file", "t", "--global-batch",
-                             "64", "--policy", "proportional", "--min-workers", "3"});
+  auto flags = ParseCoordinatorFlags(
+      {"--listen", "127.0.0.1:0", "--job-token-file", "t", "--global-batch", "64", "--policy",
+       "proportional", "--min-workers", "3", "--tls-cert", "tls.crt", "--tls-key", "tls.key"});
   ASSERT_TRUE(flags.ok()) << flags.error().ToString();
   EXPECT_EQ(flags->job_template.global_batch, 64);
   EXPECT_EQ(flags->job_template.min_workers, 3);
   EXPECT_EQ(flags->job_template.policy, balancer::PolicyKind::kProportional);
+  EXPECT_EQ(flags->tls_certificate_file, "tls.crt");
+  EXPECT_FALSE(flags->insecure);
+}
+
+TEST(CoordinatorFlags, ServesTlsOrPlaintextOnlyWhenAskedByName) {
+  const std::vector<std::string> base = {"--listen",       "x:1", "--job-token-file", "t",
+                                         "--global-batch", "8"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), base.begin(), base.end());
+    return ParseCoordinatorFlags(more);
+  };
+  EXPECT_EQ(with({}).error().field, "--tls-cert");
+  EXPECT_TRUE(with({"--insecure", "true"})->insecure);
+  EXPECT_EQ(with({"--tls-cert", "c"}).error().field, "--tls-key");
+  EXPECT_EQ(with({"--tls-cert", "c", "--tls-key", "k", "--insecure", "true"}).error().field,
+            "--tls-cert");
 }
 
 TEST(CoordinatorFlags, NamesTheFlagThatIsWrong) {
@@ -27,7 +43,7 @@ TEST(CoordinatorFlags, NamesTheFlagThatIsWrong) {
                 .field,
             "--policy");
   EXPECT_EQ(ParseCoordinatorFlags({"--listen", "x:1", "--job-token-file", "t", "--global-batch",
-                                   "8", "--min-gain", "2"})
+                                   "8", "--min-gain", "2", "--insecure", "true"})
                 .error()
                 .field,
             "--min_gain");

@@ -63,14 +63,15 @@ if wanted coordinator_hello; then
   work="$logs/coordinator"; mkdir -p "$work"
   echo "local gpu-check-token" >"$work/tokens"; echo "gpu-check-token" >"$work/token"
   "$bin/fulcrum-coordinator" --listen 127.0.0.1:0 --job-token-file "$work/tokens" --global-batch 256 \
-    --min-workers 1 --state-file "$work/state.json" --settle-ms 300 >"$logs/coordinator.log" 2>&1 &
+    --min-workers 1 --state-file "$work/state.json" --settle-ms 300 --insecure true \
+    >"$logs/coordinator.log" 2>&1 &
   coordinator=$!
   port=""
   for _ in $(seq 100); do
     port=$(grep -o '"port":[0-9]*' "$logs/coordinator.log" | head -1 | cut -d: -f2)
     [[ -n $port ]] && break; sleep 0.1
   done
-  check coordinator_hello_trainer "$bin/fulcrum-trainer" --coordinator "127.0.0.1:$port" \
+  check coordinator_hello_trainer "$bin/fulcrum-trainer" --coordinator "127.0.0.1:$port" --coordinator-insecure true \
     --token-file "$work/token" --job local --pod gpu-trainer --device cuda --model cnn \
     --image-size 32 --hidden 64 --steps 30
   kill "$coordinator" 2>/dev/null; wait "$coordinator" 2>/dev/null

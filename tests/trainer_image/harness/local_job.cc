@@ -2,6 +2,8 @@
 
 #include <csignal>
 
+#include "operator/coordinator/tls_certificates.h"
+
 namespace fulcrum::testing {
 
 std::string TrainerBinary() {
@@ -15,6 +17,15 @@ LocalJob::LocalJob(const std::string& test_name, const std::vector<std::string>&
     : directory_(FreshDirectory(test_name)), coordinator_args_(coordinator_args) {
   WriteFile(directory_ + "/tokens", std::string(kTestJob) + " " + kTestToken + "\n");
   WriteFile(directory_ + "/token", std::string(kTestToken) + "\n");
+  // The coordinator serves TLS, as the operator's does; trainers verify it against this CA.
+  using namespace std::chrono_literals;
+  const coordinator::PemKeyPair ca =
+      coordinator::MakeCertificateAuthority("local-job-ca", 24h).value();
+  const coordinator::PemKeyPair serving =
+      coordinator::IssueServingCertificate(ca, {"127.0.0.1"}, 24h).value();
+  WriteFile(directory_ + "/ca.crt", ca.certificate);
+  WriteFile(directory_ + "/tls.crt", serving.certificate);
+  WriteFile(directory_ + "/tls.key", serving.private_key);
   StartCoordinator("127.0.0.1:0");
 }
 
@@ -27,7 +38,11 @@ void LocalJob::StartCoordinator(const std::string& listen) {
                                    "--job-token-file",
                                    directory_ + "/tokens",
                                    "--state-file",
-                                   directory_ + "/state.json"};
+                                   directory_ + "/state.json",
+                                   "--tls-cert",
+                                   directory_ + "/tls.crt",
+                                   "--tls-key",
+                                   directory_ + "/tls.key"};
   argv.insert(argv.end(), coordinator_args_.begin(), coordinator_args_.end());
   coordinator_ = std::make_unique<ChildProcess>(argv, log);
   port_ = 0;
@@ -54,6 +69,8 @@ ChildProcess& LocalJob::StartTrainer(const std::string& pod, const std::vector<s
                                    coordinator_address(),
                                    "--token-file",
                                    directory_ + "/token",
+                                   "--coordinator-ca",
+                                   directory_ + "/ca.crt",
                                    "--job",
                                    kTestJob,
                                    "--pod",

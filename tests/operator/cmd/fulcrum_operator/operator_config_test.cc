@@ -12,7 +12,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::vector<std::string> kRequired = {"--coordinator-address", "fulcrum.svc:7070"};
+const std::vector<std::string> kRequired = {"--coordinator-address", "fulcrum.svc:7070",
+                                            "--coordinator-tls-secret",
+                                            "fulcrum-system/fulcrum-coordinator-tls"};
 
 std::vector<std::string> With(std::vector<std::string> extra) {
   std::vector<std::string> args = kRequired;
@@ -41,6 +43,27 @@ TEST(OperatorConfig, DefaultsAreSaneAndTheHostNameIsTheIdentity) {
   EXPECT_EQ(config->workers, 2);
   EXPECT_EQ(config->coordinator_limits.hello_timeout, std::chrono::seconds(10));
   EXPECT_EQ(config->coordinator_limits.max_streams, 4096);
+}
+
+TEST(OperatorConfig, TheCoordinatorServesTlsFromASecretOrPlaintextOnlyWhenToldSo) {
+  const Result<OperatorConfig> tls = ParseOperatorConfig(kRequired, "h");
+  ASSERT_TRUE(tls.ok()) << tls.error().ToString();
+  EXPECT_EQ(tls->coordinator_tls_secret, "fulcrum-system/fulcrum-coordinator-tls");
+  EXPECT_FALSE(tls->coordinator_insecure);
+  const Result<OperatorConfig> plaintext = ParseOperatorConfig(
+      {"--coordinator-address", "h:7070", "--coordinator-insecure", "true"}, "h");
+  ASSERT_TRUE(plaintext.ok()) << plaintext.error().ToString();
+  EXPECT_TRUE(plaintext->coordinator_insecure);
+  const Error neither = ParseOperatorConfig({"--coordinator-address", "h:7070"}, "h").error();
+  EXPECT_EQ(neither.field, "--coordinator-tls-secret / coordinator.tlsSecret");
+  EXPECT_THAT(neither.message, HasSubstr("coordinator.insecure"));
+  EXPECT_THAT(ParseOperatorConfig(With({"--coordinator-insecure", "true"}), "h").error().message,
+              HasSubstr("exclude each other"));
+  EXPECT_EQ(ParseOperatorConfig(
+                {"--coordinator-address", "h:7070", "--coordinator-tls-secret", "no-slash"}, "h")
+                .error()
+                .field,
+            "--coordinator-tls-secret / coordinator.tlsSecret");
 }
 
 TEST(OperatorConfig, TheCoordinatorsLimitsAreSetByFlagsAndCheckedByName) {
@@ -111,8 +134,11 @@ TEST(OperatorConfig, FlagsErrorsNameTheFlag) {
             "--metrics-listen / metrics.listen");
   // Port 0 (any free port) is for listening, not for the address trainers dial.
   EXPECT_TRUE(ParseOperatorConfig(With({"--health-listen", "127.0.0.1:0"}), "h").ok());
-  EXPECT_EQ(ParseOperatorConfig({"--coordinator-address", "h:0"}, "h").error().field,
-            "--coordinator-address / coordinator.address");
+  EXPECT_EQ(
+      ParseOperatorConfig({"--coordinator-address", "h:0", "--coordinator-insecure", "true"}, "h")
+          .error()
+          .field,
+      "--coordinator-address / coordinator.address");
   EXPECT_EQ(ParseOperatorConfig(With({"--no-such-flag", "1"}), "h").error().code,
             ErrorCode::kInvalidArgument);
   // A renew deadline at or above the lease could let two operators lead at once.
@@ -124,6 +150,7 @@ TEST_F(OperatorConfigFile, ReadsNestedKeysAndListsAndFlagsWin) {
   const std::string file = Write(R"(
 coordinator:
   address: fulcrum-operator.fulcrum-system.svc:7070
+  tlsSecret: fulcrum-system/fulcrum-coordinator-tls
 leaderElection:
   leaseDuration: 30s
   renewDeadline: 20s
