@@ -25,6 +25,23 @@ Status ParseNumber(const std::string& flag, const std::string& text, Number* out
 // Sets a flag's value; gets the flag's name (for errors) and the text after it.
 using FlagSetter = std::function<Status(const std::string& flag, const std::string& value)>;
 
+// A flag whose value is kept as it is.
+inline FlagSetter TextFlag(std::string* out) {
+  return [out](const std::string&, const std::string& value) {
+    *out = value;
+    return Ok();
+  };
+}
+
+// A flag that takes true or false, nothing else.
+inline FlagSetter BoolFlag(bool* out) {
+  return [out](const std::string& flag, const std::string& value) -> Status {
+    if (value != "true" && value != "false") return InvalidArgument(flag, "expected true or false");
+    *out = value == "true";
+    return Ok();
+  };
+}
+
 // Applies "--flag value" pairs; unknown flags and missing values are errors naming the flag.
 inline Status ApplyFlags(const std::vector<std::string>& args,
                          const std::map<std::string, FlagSetter>& setters) {

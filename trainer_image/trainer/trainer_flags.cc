@@ -34,12 +34,6 @@ namespace {
 
 using flags::ParseNumber;
 
-Status ParseBool(const std::string& flag, const std::string& text, bool* out) {
-  if (text != "true" && text != "false") return InvalidArgument(flag, "expected true or false");
-  *out = text == "true";
-  return Ok();
-}
-
 Status ParseBatches(const std::string& flag, const std::string& text, std::vector<int>* out) {
   std::istringstream parts(text);
   std::string part;
@@ -144,59 +138,52 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
     f.slowdown_file = file->second;
   }
   using Setter = flags::FlagSetter;
-  auto text = [](std::string* out) -> Setter {
-    return [out](const std::string&, const std::string& value) {
-      *out = value;
-      return Ok();
-    };
-  };
   auto number = [](auto* out) -> Setter {
     return [out](const std::string& flag, const std::string& value) {
       return ParseNumber(flag, value, out);
     };
   };
   const std::map<std::string, Setter> setters = {
-      {"--job", text(&f.job)},
-      {"--coordinator", text(&f.coordinator)},
-      {"--token-file", text(&f.token_file)},
-      {"--coordinator-ca", text(&f.coordinator_ca)},
-      {"--coordinator-insecure",
-       [&](auto& flag, auto& v) { return ParseBool(flag, v, &f.coordinator_insecure); }},
-      {"--pod", text(&f.pod)},
-      {"--node", text(&f.node)},
-      {"--gpu-product", text(&f.gpu_product)},
+      {"--job", flags::TextFlag(&f.job)},
+      {"--coordinator", flags::TextFlag(&f.coordinator)},
+      {"--token-file", flags::TextFlag(&f.token_file)},
+      {"--coordinator-ca", flags::TextFlag(&f.coordinator_ca)},
+      {"--coordinator-insecure", flags::BoolFlag(&f.coordinator_insecure)},
+      {"--pod", flags::TextFlag(&f.pod)},
+      {"--node", flags::TextFlag(&f.node)},
+      {"--gpu-product", flags::TextFlag(&f.gpu_product)},
       {"--rank", number(&f.rank)},
       {"--world-size", number(&f.world_size)},
-      {"--rendezvous", text(&f.rendezvous)},
+      {"--rendezvous", flags::TextFlag(&f.rendezvous)},
       {"--batches", [&](auto& flag, auto& v) { return ParseBatches(flag, v, &f.batches); }},
-      {"--host", text(&f.host)},
+      {"--host", flags::TextFlag(&f.host)},
       {"--model", OneOf(&f.model, {{"mlp", ModelKind::kMlp},
                                    {"cnn", ModelKind::kCnn},
                                    {"resnet18", ModelKind::kResNet18},
                                    {"torchscript", ModelKind::kTorchScript}})},
-      {"--torchscript", text(&f.torchscript)},
-      {"--data-file", text(&f.data_file)},
+      {"--torchscript", flags::TextFlag(&f.torchscript)},
+      {"--data-file", flags::TextFlag(&f.data_file)},
       {"--record-features", number(&f.record_features)},
       {"--dataset-size", number(&f.dataset_size)},
       {"--input-features", number(&f.input_features)},
       {"--hidden", number(&f.hidden)},
       {"--image-size", number(&f.image_size)},
       {"--classes", number(&f.classes)},
-      {"--shuffle", [&](auto& flag, auto& v) { return ParseBool(flag, v, &f.shuffle); }},
+      {"--shuffle", flags::BoolFlag(&f.shuffle)},
       {"--seed", number(&f.seed)},
       {"--optimizer",
        OneOf(&f.optimizer, {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}})},
       {"--lr", number(&f.learning_rate)},
       {"--momentum", number(&f.momentum)},
       {"--steps", number(&f.steps)},
-      {"--checkpoint-dir", text(&f.checkpoint_dir)},
+      {"--checkpoint-dir", flags::TextFlag(&f.checkpoint_dir)},
       {"--checkpoint-every", number(&f.checkpoint_every)},
       {"--metrics-port", number(&f.metrics_port)},
       {"--emulated-slowdown", number(&f.emulated_slowdown)},
-      {"--slowdown-file", text(&f.slowdown_file)},
+      {"--slowdown-file", flags::TextFlag(&f.slowdown_file)},
       {"--collective-timeout-ms", number(&f.collective_timeout_ms)},
       {"--bucket-elements", number(&f.bucket_elements)},
-      {"--sample-log", text(&f.sample_log)},
+      {"--sample-log", flags::TextFlag(&f.sample_log)},
       {"--threads", number(&f.threads)},
       {"--device", OneOf(&f.device, {{"auto", DeviceKind::kAuto},
                                      {"cpu", DeviceKind::kCpu},
@@ -206,7 +193,7 @@ Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
                                              {"gloo", CollectiveKind::kGloo},
                                              {"nccl", CollectiveKind::kNccl}})},
       {"--emulated-max-micro-batch", number(&f.emulated_max_micro_batch)},
-      {"--overlap", [&](auto& flag, auto& v) { return ParseBool(flag, v, &f.overlap); }},
+      {"--overlap", flags::BoolFlag(&f.overlap)},
   };
   if (Status status = flags::ApplyFlags(args, setters); !status.ok()) return status.error();
   if (f.node.empty()) f.node = Hostname();

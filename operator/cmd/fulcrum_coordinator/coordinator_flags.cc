@@ -17,7 +17,9 @@ const char* const kCoordinatorUsage =
 
 namespace {
 
+using flags::BoolFlag;
 using flags::ParseNumber;
+using flags::TextFlag;
 
 Status ParseMilliseconds(const std::string& flag, const std::string& text,
                          std::chrono::milliseconds* out) {
@@ -34,37 +36,12 @@ Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& a
   JobSessionConfig& job = flags.job_template;
   using Setter = flags::FlagSetter;
   const std::map<std::string, Setter> setters = {
-      {"--listen",
-       [&](auto&, auto& v) {
-         flags.listen = v;
-         return Ok();
-       }},
-      {"--job-token-file",
-       [&](auto&, auto& v) {
-         flags.job_token_file = v;
-         return Ok();
-       }},
-      {"--state-file",
-       [&](auto&, auto& v) {
-         flags.state_file = v;
-         return Ok();
-       }},
-      {"--tls-cert",
-       [&](auto&, auto& v) {
-         flags.tls_certificate_file = v;
-         return Ok();
-       }},
-      {"--tls-key",
-       [&](auto&, auto& v) {
-         flags.tls_key_file = v;
-         return Ok();
-       }},
-      {"--insecure",
-       [&](auto& f, auto& v) -> Status {
-         if (v != "true" && v != "false") return InvalidArgument(f, "expected true or false");
-         flags.insecure = v == "true";
-         return Ok();
-       }},
+      {"--listen", TextFlag(&flags.listen)},
+      {"--job-token-file", TextFlag(&flags.job_token_file)},
+      {"--state-file", TextFlag(&flags.state_file)},
+      {"--tls-cert", TextFlag(&flags.tls_certificate_file)},
+      {"--tls-key", TextFlag(&flags.tls_key_file)},
+      {"--insecure", BoolFlag(&flags.insecure)},
       {"--global-batch", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.global_batch); }},
       {"--min-workers", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.min_workers); }},
       {"--max-workers", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.max_workers); }},
