@@ -185,6 +185,29 @@ TEST(Chart, RbacListsExactVerbsWithoutWildcardsAndAWatchNamespaceKeepsJobRightsT
   EXPECT_EQ(namespaced["Role/fulcrum-jobs"]["metadata"]["namespace"].as<std::string>(), "team-a");
 }
 
+TEST(Chart, WithCertManagerACertificateKeepsTheSecretTheOperatorServesFrom) {
+  EXPECT_FALSE(Render("").count("Certificate/fulcrum-coordinator")) << "off by default";
+  auto objects = Render(
+      "--set coordinatorTls.certManager.enabled=true "
+      "--set coordinatorTls.certManager.issuerRef.name=cluster-ca "
+      "--set coordinatorTls.certManager.issuerRef.kind=ClusterIssuer");
+  ASSERT_TRUE(objects.count("Certificate/fulcrum-coordinator"));
+  const YAML::Node spec = objects["Certificate/fulcrum-coordinator"]["spec"];
+  EXPECT_EQ(spec["secretName"].as<std::string>(), "fulcrum-coordinator-tls");
+  EXPECT_EQ(spec["dnsNames"][0].as<std::string>(), "fulcrum-coordinator.fulcrum-system.svc");
+  EXPECT_EQ(spec["issuerRef"]["kind"].as<std::string>(), "ClusterIssuer");
+  // The operator reads that Secret and trainers dial the name the certificate carries.
+  std::vector<std::string> args;
+  for (const YAML::Node& arg :
+       objects["Deployment/fulcrum"]["spec"]["template"]["spec"]["containers"][0]["args"]) {
+    args.push_back(arg.as<std::string>());
+  }
+  EXPECT_THAT(
+      args, ::testing::Contains("--coordinator-tls-secret=fulcrum-system/fulcrum-coordinator-tls"));
+  EXPECT_THAT(args, ::testing::Contains(
+                        "--coordinator-address=fulcrum-coordinator.fulcrum-system.svc:7070"));
+}
+
 TEST(Chart, ValuesTheSchemaForbidsAreRefusedNamingTheKey) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"--set replicaCount=-1", "/replicaCount"},
@@ -194,6 +217,9 @@ TEST(Chart, ValuesTheSchemaForbidsAreRefusedNamingTheKey) {
       {"--set image.pullPolicy=Sometimes", "/image/pullPolicy"},
       {"--set workers=100", "/workers"},
       {"--set serviceMonitor.enabled=yes", "/serviceMonitor/enabled"},
+      // cert-manager without an issuer to ask.
+      {"--set coordinatorTls.certManager.enabled=true",
+       "/coordinatorTls/certManager/issuerRef/name"},
       {"--set imagee.tag=dev", "imagee"},  // a typo: unknown keys are refused
   };
   for (const auto& [values, key] : refused) {

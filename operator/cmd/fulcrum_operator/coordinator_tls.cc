@@ -46,6 +46,35 @@ bool StillServes(const coordinator::PemKeyPair& serving, const std::vector<std::
 
 }  // namespace
 
+Result<std::optional<CoordinatorTls>> StoredCoordinatorTls(const nlohmann::json& secret,
+                                                           const std::vector<std::string>& hosts) {
+  const std::string name =
+      secret.contains("metadata")
+          ? secret["metadata"].value("namespace", "") + "/" + secret["metadata"].value("name", "")
+          : "the TLS Secret";
+  const coordinator::PemKeyPair serving{Decoded(secret, "tls.crt"), Decoded(secret, "tls.key")};
+  const std::string ca_certificate = Decoded(secret, "ca.crt");
+  const bool made_here = !Decoded(secret, "ca.key").empty();
+  if (ca_certificate.empty() ||
+      (!made_here && (serving.certificate.empty() || serving.private_key.empty()))) {
+    return Error{ErrorCode::kFailedPrecondition,
+                 "Secret " + name +
+                     " needs ca.crt, tls.crt and tls.key (and ca.key when the operator makes "
+                     "it): delete it and the operator makes a new CA (running trainers then "
+                     "need new pods), or fix its issuer",
+                 "coordinator.tlsSecret"};
+  }
+  if (StillServes(serving, hosts)) {
+    return std::optional<CoordinatorTls>(CoordinatorTls{serving, ca_certificate});
+  }
+  if (made_here) return std::optional<CoordinatorTls>();  // reissue from its CA
+  return Error{ErrorCode::kFailedPrecondition,
+               "Secret " + name +
+                   " is managed elsewhere (no ca.key) and its certificate does not name every "
+                   "host trainers dial or expires within 30 days; have its issuer add or renew it",
+               "coordinator.tlsSecret"};
+}
+
 Result<CoordinatorTls> EnsureCoordinatorTls(kube::ApiClient& client, const std::string& ns,
                                             const std::string& name,
                                             const std::vector<std::string>& hosts) {
@@ -77,16 +106,10 @@ Result<CoordinatorTls> EnsureCoordinatorTls(kube::ApiClient& client, const std::
       if (created.error().code != ErrorCode::kAlreadyExists) return created.error();
       continue;  // another replica made it first: use theirs
     }
+    Result<std::optional<CoordinatorTls>> usable = StoredCoordinatorTls(*stored, hosts);
+    if (!usable.ok()) return usable.error();
+    if (*usable) return **usable;
     const coordinator::PemKeyPair ca{Decoded(*stored, "ca.crt"), Decoded(*stored, "ca.key")};
-    coordinator::PemKeyPair serving{Decoded(*stored, "tls.crt"), Decoded(*stored, "tls.key")};
-    if (ca.certificate.empty() || ca.private_key.empty()) {
-      return Error{ErrorCode::kFailedPrecondition,
-                   "Secret " + ns + "/" + name +
-                       " has no ca.crt and ca.key: delete it and the operator makes a new CA "
-                       "(running trainers then need new pods)",
-                   "coordinator.tlsSecret"};
-    }
-    if (StillServes(serving, hosts)) return CoordinatorTls{serving, ca.certificate};
     Result<coordinator::PemKeyPair> reissued =
         coordinator::IssueServingCertificate(ca, hosts, kServingLifetime);
     if (!reissued.ok()) return reissued.error();
