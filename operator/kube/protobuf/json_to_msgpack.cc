@@ -1,6 +1,7 @@
 #include "operator/kube/protobuf/json_to_msgpack.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -223,19 +224,27 @@ class Converter {
         ++position_;
       if (position_ == fraction) return false;
     }
-    if (position_ < text_.size() && (text_[position_] == 'e' || text_[position_] == 'E')) {
+    const bool exponent =
+        position_ < text_.size() && (text_[position_] == 'e' || text_[position_] == 'E');
+    if (exponent) {
       integer = false;
       ++position_;
       if (position_ < text_.size() && (text_[position_] == '+' || text_[position_] == '-'))
         ++position_;
-      const std::size_t exponent = position_;
+      const std::size_t exponent_digits = position_;
       while (position_ < text_.size() && text_[position_] >= '0' && text_[position_] <= '9')
         ++position_;
-      if (position_ == exponent) return false;
+      if (position_ == exponent_digits) return false;
     }
-    if (out == nullptr) return true;
     const char* first = text_.data() + start;
     const char* last = text_.data() + position_;
+    if (out == nullptr) {
+      // As nlohmann::json does, refuse a number past a double's range (1e400, or a 400-digit
+      // integer): it would become infinity, which JSON cannot write (found by
+      // json_to_msgpack_fuzz). Only an exponent or some 300 digits can overflow.
+      const bool may_overflow = exponent || position_ - start > 300;
+      return !may_overflow || std::isfinite(std::strtod(std::string(first, last).c_str(), nullptr));
+    }
     if (integer) {
       // As nlohmann::json does: non-negative integers as unsigned, negative as signed,
       // and integers too large for 64 bits as floating point.

@@ -1,5 +1,7 @@
 #include "operator/kube/protobuf/transcoder.h"
 
+#include <google/protobuf/descriptor.pb.h>
+
 #include <algorithm>
 #include <bit>
 #include <bitset>
@@ -389,8 +391,35 @@ void AppendFraction(std::string& text, std::uint64_t& value, int precision) {
 
 Status CheckMessage(const K8sSchema& schema, const Descriptor& type, std::string_view wire,
                     int depth) {
+  // A map entry is read as Writer::Repeated reads it: the last key and value win, and the value
+  // counts as nested once, not twice.
+  if (type.options().map_entry()) {
+    std::optional<WireField> key;
+    std::optional<WireField> value;
+    WireReader reader(wire);
+    while (std::optional<WireField> part = reader.Next()) {
+      if (part->number == 1) key = part;
+      if (part->number == 2) value = part;
+    }
+    if (reader.failed()) return Malformed(type, "truncated or invalid wire data");
+    if (key && !WireTypeFits(*type.map_key(), key->type))
+      return Malformed(type, "wrong wire type for key");
+    if (value && !WireTypeFits(*type.map_value(), value->type))
+      return Malformed(type, "wrong wire type for value");
+    if (value && type.map_value()->type() == FieldDescriptor::TYPE_MESSAGE)
+      return CheckMessage(schema, *type.map_value()->message_type(), value->bytes, depth);
+    return Ok();
+  }
   if (depth > kMaxDepth) return Malformed(type, "nested too deeply");
   const MessageInfo& info = schema.InfoOf(&type);
+  if (info.special != SpecialType::kNone) {
+    // Writer::Special reads fields 1 to 3 in any order and wire type, the last one winning.
+    WireReader reader(wire);
+    while (reader.Next()) {
+    }
+    if (reader.failed()) return Malformed(type, "truncated or invalid wire data");
+    return Ok();
+  }
   FieldOrder order;
   WireReader reader(wire);
   while (std::optional<WireField> field = reader.Next()) {

@@ -70,6 +70,24 @@ TEST(JsonToMsgpack, RefusesInvalidUtf8SoEveryResultCanBeWrittenOut) {
   EXPECT_EQ(Convert(valid).dump(), nlohmann::json::parse(valid).dump());
 }
 
+// 1e400 is JSON, but past a double's range: it became infinity, which JSON cannot write back
+// (written out as null). Refused, as nlohmann::json refuses it (json_to_msgpack_fuzz).
+TEST(JsonToMsgpack, RefusesNumbersPastADoublesRange) {
+  for (const std::string& text :
+       std::vector<std::string>{"1e400", "-1E+309", "[23333333E303333333333333]",
+                                std::string(400, '9'), "9." + std::string(400, '1') + "e308"}) {
+    std::vector<std::uint8_t> bytes;
+    MsgpackWriter out(bytes);
+    EXPECT_FALSE(JsonToMsgpack(text, out)) << text;
+    EXPECT_TRUE(nlohmann::json::parse(text, nullptr, false).is_discarded()) << text;
+  }
+  // Tiny numbers round to zero and big ones in range stay: both as nlohmann reads them.
+  for (const std::string& text :
+       std::vector<std::string>{"1e-400", "1.7e308", std::string(300, '9')}) {
+    EXPECT_EQ(Convert(text), nlohmann::json::parse(text)) << text;
+  }
+}
+
 TEST(JsonToMsgpack, DeepNestingIsRefusedNotACrash) {
   std::vector<std::uint8_t> bytes;
   MsgpackWriter out(bytes);
