@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "common/log.h"
 #include "operator/balancer/planner.h"
@@ -113,6 +114,7 @@ JobSession::Member* JobSession::Find(std::string_view pod) {
 Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out,
                         std::string_view peer_host) {
   if (Status status = CheckCounter(hello.step(), "hello.step"); !status.ok()) return status;
+  if (hello.gpu_memory() < 0) return InvalidArgument("hello.gpu_memory", "must be >= 0");
   if (Status status = CheckCounter(hello.generation(), "hello.generation"); !status.ok()) {
     return status;
   }
@@ -237,10 +239,16 @@ void JobSession::ScheduleForcedGeneration(Member& member, Clock::time_point now,
   ScheduleGeneration(now, std::move(reason), /*force=*/true);
 }
 
+// controller_members_ follows every change the controller accepted, also when a later one
+// fails, so the next attempt starts from what the controller really holds.
 Status JobSession::SyncControllerMembers(const std::vector<std::string>& pods) {
-  for (const std::string& pod : controller_members_) {
-    if (std::find(pods.begin(), pods.end(), pod) != pods.end()) continue;
-    if (Status status = controller_.RemoveWorker(pod); !status.ok()) return status;
+  for (auto it = controller_members_.begin(); it != controller_members_.end();) {
+    if (std::find(pods.begin(), pods.end(), *it) != pods.end()) {
+      ++it;
+      continue;
+    }
+    if (Status status = controller_.RemoveWorker(*it); !status.ok()) return status;
+    it = controller_members_.erase(it);
   }
   for (const std::string& pod : pods) {
     if (std::find(controller_members_.begin(), controller_members_.end(), pod) !=
@@ -255,8 +263,9 @@ Status JobSession::SyncControllerMembers(const std::vector<std::string>& pods) {
     // Every worker takes at least one sample when B allows it; otherwise some may idle.
     info.min_batch = config_.global_batch >= static_cast<int>(pods.size()) ? 1 : 0;
     if (Status status = controller_.AddWorker(info); !status.ok()) return status;
+    controller_members_.push_back(pod);
   }
-  controller_members_ = pods;
+  controller_members_ = pods;  // the same set, in rank order
   return Ok();
 }
 
@@ -268,6 +277,10 @@ Status JobSession::DecidePlan(int64_t step, std::string* reason) {
   std::vector<int> by_rank(ranks_.size(), 0);
   for (std::size_t i = 0; i < plan.workers.size(); ++i) {
     const auto rank = std::find(ranks_.begin(), ranks_.end(), plan.workers[i].id) - ranks_.begin();
+    if (static_cast<std::size_t>(rank) >= ranks_.size()) {
+      return MakeError(ErrorCode::kInternal,
+                       "the balancer plans for \"" + plan.workers[i].id + "\", not a member");
+    }
     by_rank[static_cast<std::size_t>(rank)] = decision->batches[i];
   }
   *reason = decision->plan_changed ? plan.reason : "batch dither (identifying c(b) = a + k*b)";
@@ -356,12 +369,17 @@ void JobSession::FormGeneration(Clock::time_point now, Outbox& out) {
 }
 
 void JobSession::SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out) {
-  if (ranks_.empty()) return;
+  // Rank 0 may have left while the next generation is pending: that one tells everyone.
+  const auto first = ranks_.empty() ? members_.end() : members_.find(ranks_.front());
+  if (first == members_.end() || batches_.size() != ranks_.size()) return;
   if (sent_plans_.empty() || sent_plans_.back() != batches_) {
     if (sent_plans_.size() > kKeptPlans) sent_plans_.erase(sent_plans_.begin() + 1);
     sent_plans_.push_back(batches_);
   }
-  const std::string rendezvous = members_.at(ranks_.front()).hello.store_address();
+  const std::string rendezvous = first->second.hello.store_address();
+  // B of this plan: after a live edit of the global batch, the new B is split at the next
+  // completed step, and until then the batches still add up to the old one.
+  const int plan_batch = std::accumulate(batches_.begin(), batches_.end(), 0);
   for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
     Outgoing message{ranks_[rank], {}};
     fulcrum::v1::Assignment& assignment = *message.message.mutable_assignment();
@@ -370,7 +388,7 @@ void JobSession::SendAssignments(int64_t apply_at_step, const std::string& reaso
     assignment.set_world_size(static_cast<int>(ranks_.size()));
     assignment.set_rendezvous_address(rendezvous);
     assignment.set_local_batch(batches_[rank]);
-    assignment.set_global_batch(config_.global_batch);
+    assignment.set_global_batch(plan_batch);
     assignment.set_apply_at_step(apply_at_step);
     for (int batch : batches_) assignment.add_batches(batch);
     assignment.set_accumulation_steps(accumulation_steps_);
@@ -439,10 +457,12 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
   std::vector<double> step_seconds;
   int samples = 0;
   for (const std::string& pod : ranks_) {
-    const Member& member = members_.at(pod);
-    if (!member.last_report) continue;
-    step_seconds.push_back(member.last_report->step_seconds());
-    samples += member.last_report->local_batch();
+    // A member that reported this step and left since (its generation's end is pending) counts
+    // no more.
+    const auto member = members_.find(pod);
+    if (member == members_.end() || !member->second.last_report) continue;
+    step_seconds.push_back(member->second.last_report->step_seconds());
+    samples += member->second.last_report->local_batch();
   }
   if (!step_seconds.empty()) {
     const double seconds = Median(step_seconds);

@@ -34,7 +34,12 @@ Result<WatchEvent> DecodeWatchEvent(std::string_view line, std::string_view desc
   const std::string type = decoded["type"].get<std::string>();
   nlohmann::json object = std::move(decoded["object"]);
   if (type == "ERROR") {
-    const int code = object.is_object() ? object.value("code", 500) : 500;
+    // A Status's code, when it is one: a server (or a proxy) may send anything here.
+    const int code =
+        object.is_object() && object.contains("code") && object["code"].is_number_integer() &&
+                object["code"].get<int64_t>() >= 100 && object["code"].get<int64_t>() <= 599
+            ? object["code"].get<int>()
+            : 500;
     return DecodeApiFailure(code, object.is_null() ? std::string_view() : object.dump(), {},
                             std::string(description) + " (in-stream ERROR event)")
         .error;

@@ -509,6 +509,73 @@ TEST_F(JobSessionTest, AGenerationThatCannotBePlannedIsRetriedAndSaysWhyInItsSna
   EXPECT_EQ(snapshot.plan, (std::vector<int>{0, 0, 30}));
 }
 
+// The three below were found by tests/fuzz/coordinator/job_session_fuzz.
+TEST_F(JobSessionTest, AReconnectAfterALiveGlobalBatchEditIsToldTheBatchItsPlanAddsUpTo) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  JobSessionConfig edited = DefaultConfig();
+  edited.global_batch = 60;
+  ASSERT_TRUE(job_->Reconfigure(edited, now_).ok());
+  const Outbox again = Join("b");  // before the next step splits the new B
+  ASSERT_EQ(again.size(), 1u);
+  const fulcrum::v1::Assignment& assignment = again[0].message.assignment();
+  EXPECT_EQ(assignment.global_batch(), assignment.batches(0) + assignment.batches(1));
+  EXPECT_EQ(assignment.global_batch(), 30);
+}
+
+TEST_F(JobSessionTest, ANegativeGpuMemoryIsRefusedAndLeavesTheBalancerConsistent) {
+  fulcrum::v1::Hello broken = HelloFrom("a");
+  broken.set_gpu_memory(-1);
+  Outbox out;
+  EXPECT_EQ(job_->Join(broken, now_, out).error().field, "hello.gpu_memory");
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  Join("c");
+  const Outbox formed = Tick(200ms);
+  ASSERT_EQ(formed.size(), 3u);
+  EXPECT_EQ(formed[0].message.assignment().generation(), 2);
+}
+
+TEST_F(JobSessionTest, AMemberReconnectingAfterRankZeroLeftWaitsForTheNextGeneration) {
+  Join("a");
+  Join("b");
+  Join("c");
+  Tick(200ms);
+  job_->Disconnect("a", now_);  // rank 0
+  fulcrum::v1::Heartbeat heartbeat;
+  heartbeat.set_generation(1);
+  for (const char* pod : {"b", "c"}) ASSERT_TRUE(job_->Heartbeat(pod, heartbeat, now_).ok());
+  Tick(1100ms);  // a has left; generation 2 is pending (settle)
+  ASSERT_EQ(job_->Snapshot().members.size(), 2u);
+  Outbox out;
+  ASSERT_TRUE(job_->Join(HelloFrom("b"), now_, out).ok());  // used to throw std::out_of_range
+  EXPECT_TRUE(out.empty()) << "generation 2 tells b where it stands";
+  const Outbox formed = Tick(200ms);
+  ASSERT_EQ(formed.size(), 2u);
+  EXPECT_EQ(formed[0].message.assignment().generation(), 2);
+  EXPECT_EQ(formed[0].message.assignment().rendezvous_address(), "b:29500");
+}
+
+TEST_F(JobSessionTest, AStepCompletedAfterOneOfItsReportersLeftDoesNotCountTheLeaver) {
+  Join("a");
+  Join("b");
+  Join("c");
+  Tick(200ms);
+  const auto plan = job_->Snapshot().plan;
+  Outbox out;
+  ASSERT_TRUE(Report("a", 1, 0, plan[0], 0.01, out).ok());
+  job_->Disconnect("a", now_);
+  fulcrum::v1::Heartbeat heartbeat;
+  heartbeat.set_generation(1);
+  for (const char* pod : {"b", "c"}) ASSERT_TRUE(job_->Heartbeat(pod, heartbeat, now_).ok());
+  Tick(1100ms);  // a has left; generation 2 is pending
+  ASSERT_TRUE(Report("b", 1, 0, plan[1], 0.01, out).ok());
+  ASSERT_TRUE(Report("c", 1, 0, plan[2], 0.01, out).ok());  // used to throw std::out_of_range
+  EXPECT_EQ(job_->Snapshot().step, 0);
+}
+
 TEST(TokenFile, ParsesJobTokenPairsAndNamesTheBadLine) {
   auto tokens = ParseTokenFile("# comment\njob-a token-aaaaaaaa\n\njob-b token-bbbbbbbb\n");
   ASSERT_TRUE(tokens.ok());

@@ -93,21 +93,6 @@ struct History {
   std::set<int64_t> global_batches;                           // every one the job has had
 };
 
-// FULCRUM_FUZZ_SKIP_OPEN=1 steers clear of the open issues of tests/fuzz/open/README.md, so
-// that fuzzing (and ctest's short runs) go past them until they are fixed: an Assignment's
-// global batch may be an older one of the job's, Hello's gpu_memory is never negative, and no
-// Hello comes while a member of the generation has left and the next has not formed, or while
-// the generation has ranks but no plan.
-const bool kSkipOpen = std::getenv("FULCRUM_FUZZ_SKIP_OPEN") != nullptr;
-
-bool GenerationHasAHole(const JobSession& job) {
-  const auto snapshot = job.Snapshot();
-  const auto ranked = std::count_if(snapshot.members.begin(), snapshot.members.end(),
-                                    [](const auto& member) { return member.rank >= 0; });
-  // Also a generation whose plan failed (ranks but no batches): open/README.md.
-  return static_cast<std::size_t>(ranked) != snapshot.plan.size();
-}
-
 // FULCRUM_FUZZ_TRACE=1: print every operation and the session after it, to read a crash.
 const bool kTrace = std::getenv("FULCRUM_FUZZ_TRACE") != nullptr;
 
@@ -131,11 +116,11 @@ void CheckOutbox(const Outbox& out, const JobSession& job, History& history) {
       Check(batch >= 0, "negative batch for " + who);
       sum += batch;
     }
-    Check(sum == a.global_batch() || (kSkipOpen && history.global_batches.contains(sum)),
+    // The plan's B: after a live edit it is the old one until the next step splits the new.
+    Check(sum == a.global_batch(),
           "batches do not sum to the assignment's global batch for " + who);
-    Check(kSkipOpen || a.global_batch() == job.config().global_batch,
-          "assignment's global batch " + std::to_string(a.global_batch()) + " is not the job's " +
-              std::to_string(job.config().global_batch) + " for " + who);
+    Check(history.global_batches.contains(sum),
+          "assignment's global batch " + std::to_string(sum) + " was never the job's for " + who);
     history.assignment[outgoing.pod] = a;
   }
   Check(generations.size() <= 1, "one call sent assignments of several generations");
@@ -202,7 +187,7 @@ fulcrum::v1::Hello MakeHello(FuzzedDataProvider& data, int pod, const History& h
   hello.set_gpu_product(data.PickValueInArray<const char*>(
       {"cpu", "", "NVIDIA-A100-SXM4-40GB", "Tesla-V100-SXM2-16GB", "Tesla-T4", "unknown-gpu"}));
   const int64_t memory = data.ConsumeBool() ? 0 : data.ConsumeIntegral<int64_t>();
-  hello.set_gpu_memory(kSkipOpen && memory < 0 ? -(memory + 1) : memory);
+  hello.set_gpu_memory(memory);
   hello.set_token(kToken);
   // A restarted process has another store address: the coordinator tells reconnects apart.
   hello.set_store_address(PodName(pod) + ":" +
@@ -263,7 +248,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     if (kTrace) std::fprintf(stderr, "operation %d: kind %d, pod %d\n", operation, kind, pod);
     switch (kind) {
       case 0:
-        if (kSkipOpen && GenerationHasAHole(job)) break;
         (void)job.Join(MakeHello(data, pod, history), now, out);
         break;
       case 1: {  // one pod reports a step near the current one

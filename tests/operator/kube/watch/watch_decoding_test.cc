@@ -148,6 +148,20 @@ TEST(WatchEvent, UnknownTypesAndNonJsonAreRejected) {
   EXPECT_FALSE(DecodeWatchEvent("not json", "t").ok());
 }
 
+// Found by watch_event_fuzz: a code that is not a number threw out of the decoder.
+TEST(WatchEvent, AnErrorEventWhoseCodeIsNotAnHttpStatusIsAnErrorNotAnException) {
+  for (const char* code : {R"("")", "1e400", "-3", "99999999999", "null", "[]"}) {
+    const std::string line =
+        std::string(R"({"type":"ERROR","object":{"kind":"Status","code":)") + code + "}}";
+    const Result<WatchEvent> event = DecodeWatchEvent(line, "t");
+    EXPECT_FALSE(event.ok()) << code;
+  }
+  const Result<WatchEvent> gone =
+      DecodeWatchEvent(R"({"type":"ERROR","object":{"kind":"Status","code":410}})", "t");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code, ErrorCode::kExpired);
+}
+
 }  // namespace
 }  // namespace fulcrum::kube
 

@@ -22,17 +22,6 @@ namespace {
 
 constexpr std::size_t kMaxLineBytes = 4096;
 
-// FULCRUM_FUZZ_SKIP_OPEN=1 steers clear of the open issue of tests/fuzz/open/README.md (an
-// ERROR event whose code is not a number makes DecodeWatchEvent throw) until it is fixed.
-const bool kSkipOpen = std::getenv("FULCRUM_FUZZ_SKIP_OPEN") != nullptr;
-
-bool ErrorCodeIsNotANumber(const std::string& line) {
-  const nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (!event.is_object() || !event.contains("object")) return false;
-  const nlohmann::json& object = event["object"];
-  return object.is_object() && object.contains("code") && !object["code"].is_number();
-}
-
 [[noreturn]] void Violated(const char* what) {
   std::fprintf(stderr, "watch_event_fuzz: %s\n", what);
   std::abort();
@@ -94,7 +83,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
   if (too_long && body.size() <= kMaxLineBytes) Violated("a short line was called too long");
 
   for (const std::string& line : decoded) {
-    if (kSkipOpen && ErrorCodeIsNotANumber(line)) continue;
     auto event = fulcrum::kube::DecodeWatchEvent(line, "fuzz");
     if (!event.ok()) {
       (void)event.error().ToString();
