@@ -41,8 +41,13 @@ Result<ObjectList> ApiClient::ListPage(const ResourceType& type, std::string_vie
     for (auto& item : *items) list.items.push_back(std::move(item));
   }
   if (auto metadata = body->find("metadata"); metadata != body->end() && metadata->is_object()) {
-    list.resource_version = metadata->value("resourceVersion", "");
-    list.continue_token = metadata->value("continue", "");
+    // A field of the wrong type reads as absent instead of throwing.
+    const auto text = [&](const char* key) {
+      const auto field = metadata->find(key);
+      return field != metadata->end() && field->is_string() ? field->get<std::string>() : "";
+    };
+    list.resource_version = text("resourceVersion");
+    list.continue_token = text("continue");
   }
   return list;
 }

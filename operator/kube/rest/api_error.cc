@@ -35,6 +35,14 @@ ErrorCode CodeFor(int http_status, const std::string& reason) {
   return http_status >= 500 ? ErrorCode::kUnavailable : ErrorCode::kInternal;
 }
 
+// A string field of a JSON object, "" when absent or of another type: a server, a proxy or a
+// fuzzer may send anything in a Status.
+std::string TextField(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return {};
+  const auto field = object.find(key);
+  return field != object.end() && field->is_string() ? field->get<std::string>() : std::string();
+}
+
 }  // namespace
 
 ApiFailure DecodeApiFailure(int http_status, std::string_view body,
@@ -45,20 +53,21 @@ ApiFailure DecodeApiFailure(int http_status, std::string_view body,
   std::string message;
   std::string field;
   const nlohmann::json status = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (status.is_object() && status.value("kind", "") == "Status") {
-    failure.reason = status.value("reason", "");
-    message = status.value("message", "");
+  if (TextField(status, "kind") == "Status") {
+    failure.reason = TextField(status, "reason");
+    message = TextField(status, "message");
     if (const auto details = status.find("details");
         details != status.end() && details->is_object()) {
       if (const auto causes = details->find("causes");
           causes != details->end() && causes->is_array()) {
         for (const auto& cause : *causes) {
-          if (field.empty()) field = cause.value("field", "");
+          if (field.empty()) field = TextField(cause, "field");
         }
       }
       if (const auto seconds = details->find("retryAfterSeconds");
-          seconds != details->end() && seconds->is_number()) {
-        failure.retry_after = std::chrono::seconds(seconds->get<int>());
+          seconds != details->end() && seconds->is_number_integer() &&
+          seconds->get<int64_t>() >= 0 && seconds->get<int64_t>() <= 3600) {
+        failure.retry_after = std::chrono::seconds(seconds->get<int64_t>());
       }
     }
   } else {

@@ -21,7 +21,9 @@ const char* ToString(WatchEventType type) {
 std::string WatchEvent::ResourceVersion() const {
   const auto metadata = object.find("metadata");
   if (metadata == object.end() || !metadata->is_object()) return {};
-  return metadata->value("resourceVersion", "");
+  // Whatever the server sent: a resourceVersion that is not a string is no version.
+  const auto version = metadata->find("resourceVersion");
+  return version != metadata->end() && version->is_string() ? version->get<std::string>() : "";
 }
 
 Result<WatchEvent> DecodeWatchEvent(std::string_view line, std::string_view description) {

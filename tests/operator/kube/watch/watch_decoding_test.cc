@@ -156,6 +156,17 @@ TEST(WatchEvent, AnErrorEventWhoseCodeIsNotAnHttpStatusIsAnErrorNotAnException) 
     const Result<WatchEvent> event = DecodeWatchEvent(line, "t");
     EXPECT_FALSE(event.ok()) << code;
   }
+  // Also found by watch_event_fuzz: Status fields of other types threw.
+  EXPECT_FALSE(DecodeWatchEvent(R"({"type":"ERROR","object":{"kind":"Status","code":500,)"
+                                R"("reason":1,"message":{},"details":{"causes":[1],)"
+                                R"("retryAfterSeconds":1e30}}})",
+                                "t")
+                   .ok());
+  // Found by watch_event_fuzz in CI: a resourceVersion that is not a string threw.
+  const Result<WatchEvent> odd = DecodeWatchEvent(
+      R"({"type":"ADDED","object":{"metadata":{"name":"p","resourceVersion":[1]}}})", "t");
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ(odd->ResourceVersion(), "");
   const Result<WatchEvent> gone =
       DecodeWatchEvent(R"({"type":"ERROR","object":{"kind":"Status","code":410}})", "t");
   ASSERT_FALSE(gone.ok());
