@@ -163,14 +163,6 @@ class CoordinatorService::Outlet {
   std::jthread writer_;  // last: started after everything it uses exists
 };
 
-Status CoordinatorLimits::Validate() const {
-  if (hello_timeout.count() <= 0) return InvalidArgument("hello_timeout", "must be > 0");
-  if (max_streams <= 0) return InvalidArgument("max_streams", "must be > 0");
-  if (max_streams_per_job <= 0) return InvalidArgument("max_streams_per_job", "must be > 0");
-  if (max_queued_messages == 0) return InvalidArgument("max_queued_messages", "must be > 0");
-  return Ok();
-}
-
 CoordinatorService::CoordinatorService(CoordinatorLimits limits)
     : limits_(limits), ticker_([this](std::stop_token stop) { TickLoop(stop); }) {}
 
@@ -423,7 +415,7 @@ void CoordinatorService::TickLoop(std::stop_token stop) {
     }
     for (auto& [name, job] : jobs_) {
       Outbox out;
-      for (const std::string& pod : job.Tick(Clock::now(), out)) {
+      for (const std::string& pod : job.Tick(now, out)) {
         if (auto it = sessions_.find(SessionKey{name, pod}); it != sessions_.end()) {
           it->second->Cancel();
         }

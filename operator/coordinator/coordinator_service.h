@@ -40,9 +40,6 @@ struct CoordinatorLimits {
   int max_streams = 4096;                          // open streams, with and without a Hello
   int max_streams_per_job = 512;                   // streams that said Hello to one job
   std::size_t max_queued_messages = 256;           // unsent messages per stream
-
-  // Checks every field; the error names it.
-  Status Validate() const;
 };
 
 class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
@@ -80,8 +77,8 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
 
   Result<SessionKey> Open(const fulcrum::v1::TrainerMessage& first, std::string_view peer_host,
                           const std::shared_ptr<Outlet>& outlet);
-  // Counts a new stream against max_streams and starts its Hello deadline; the streams_ entry
-  // is erased when the returned guard is destroyed.
+  // Counts a new stream against max_streams and starts its Hello deadline; ForgetStream, when
+  // the stream ends, takes it off again.
   Status AdmitStream(grpc::ServerContext* context);
   void ForgetStream(grpc::ServerContext* context);
   Status Dispatch(const SessionKey& key, const fulcrum::v1::TrainerMessage& message);
