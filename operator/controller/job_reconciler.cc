@@ -258,17 +258,11 @@ Result<std::string> JobReconciler::EnsureToken(const JobSpec& spec) {
   return token;
 }
 
-Status JobReconciler::EnsureService(const JobSpec& spec) {
-  if (caches_.services->Get(spec.ns + "/" + ServiceName(spec))) return Ok();
-  auto created = client_->Create(kube::resources::Services(), spec.ns, HeadlessService(spec));
-  if (!created.ok() && created.error().code != ErrorCode::kAlreadyExists) return created.error();
-  return Ok();
-}
-
-Status JobReconciler::EnsureNetworkPolicy(const JobSpec& spec) {
-  if (caches_.network_policies->Get(spec.ns + "/" + NetworkPolicyName(spec))) return Ok();
-  auto created =
-      client_->Create(kube::resources::NetworkPolicies(), spec.ns, TrainerNetworkPolicy(spec));
+Status JobReconciler::EnsureCreated(const kube::Store& cache, const kube::ResourceType& type,
+                                    const JobSpec& spec, const std::string& name,
+                                    const std::function<nlohmann::json()>& make) {
+  if (cache.Get(spec.ns + "/" + name)) return Ok();
+  auto created = client_->Create(type, spec.ns, make());
   if (!created.ok() && created.error().code != ErrorCode::kAlreadyExists) return created.error();
   return Ok();
 }
@@ -353,9 +347,18 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   const std::string job_name = spec.CoordinatorJobName();
   Result<std::string> token = EnsureToken(spec);
   if (!token.ok()) return token.error();
-  if (Status status = EnsureService(spec); !status.ok()) return status.error();
+  if (Status status = EnsureCreated(*caches_.services, kube::resources::Services(), spec,
+                                    ServiceName(spec), [&] { return HeadlessService(spec); });
+      !status.ok()) {
+    return status.error();
+  }
   // Before the first pod: rank 0's TCPStore is never open to pods of other jobs.
-  if (Status status = EnsureNetworkPolicy(spec); !status.ok()) return status.error();
+  if (Status status =
+          EnsureCreated(*caches_.network_policies, kube::resources::NetworkPolicies(), spec,
+                        NetworkPolicyName(spec), [&] { return TrainerNetworkPolicy(spec); });
+      !status.ok()) {
+    return status.error();
+  }
   Result<coordinator::JobSessionConfig> session = SessionConfig(spec, *token);
   if (!session.ok()) return session.error();
   // Before any pod starts; again after an operator restart; and on every edit (applied live).

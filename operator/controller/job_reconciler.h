@@ -91,8 +91,11 @@ class JobReconciler {
   Status Delete(const nlohmann::json& job, const JobSpec& spec);
   Status EnsureFinalizer(const nlohmann::json& job);
   Result<std::string> EnsureToken(const JobSpec& spec);
-  Status EnsureService(const JobSpec& spec);
-  Status EnsureNetworkPolicy(const JobSpec& spec);
+  // Creates the job's object `name` of `type` (built by `make`) unless `cache` has it; another
+  // writer having created it meanwhile is fine.
+  Status EnsureCreated(const kube::Store& cache, const kube::ResourceType& type,
+                       const JobSpec& spec, const std::string& name,
+                       const std::function<nlohmann::json()>& make);
   // Worker slots for this job on nodes it may use (not `excluded`), left by every trainer pod.
   int FreeSlots(const JobSpec& spec, const std::vector<WorkerPod>& own_pods,
                 const std::set<std::string>& excluded) const;
