@@ -111,6 +111,38 @@ JobSession::Member* JobSession::Find(std::string_view pod) {
   return it == members_.end() ? nullptr : &it->second;
 }
 
+void JobSession::Heard(Member& member, Clock::time_point now) {
+  member.last_seen = now;
+  if (!member.hung) return;
+  member.hung = false;
+  log::Info("coordinator", config_.name, "hung trainer speaks again; taking it back",
+            {{"pod", member.hello.pod()}});
+  ScheduleGeneration(now, "responding again: " + member.hello.pod(), /*force=*/false);
+}
+
+void JobSession::FindHungMembers(Clock::time_point now) {
+  if (config_.hang_timeout.count() == 0 || ranks_.size() < 2) return;
+  auto silent = [&](const Member& member) { return now - member.last_seen > config_.hang_timeout; };
+  // If nobody of the generation was heard, the silence is this coordinator's (it stalled, or
+  // its network did), not a member's: nobody is hung.
+  const bool others_heard = std::any_of(ranks_.begin(), ranks_.end(), [&](const std::string& pod) {
+    const Member* member = Find(pod);
+    return member != nullptr && member->connected && !silent(*member);
+  });
+  if (!others_heard) return;
+  for (const std::string& pod : ranks_) {
+    Member* member = Find(pod);
+    if (member == nullptr || !member->connected || member->hung || !silent(*member)) continue;
+    member->hung = true;
+    const auto silent_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - member->last_seen).count();
+    log::Warn("coordinator", config_.name, "trainer is silent while its peers are not: hung",
+              {{"pod", pod}, {"silent_ms", silent_ms}});
+    ScheduleGeneration(now, "hung (silent " + std::to_string(silent_ms) + " ms): " + pod,
+                       /*force=*/true);
+  }
+}
+
 Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, Outbox& out,
                         std::string_view peer_host) {
   if (Status status = CheckCounter(hello.step(), "hello.step"); !status.ok()) return status;
@@ -155,7 +187,7 @@ Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, 
                    "hello.pod"};
     }
     known->connected = true;
-    known->last_seen = now;
+    Heard(*known, now);
     if (!peer_host.empty()) known->peer_host = std::string(peer_host);
     if (same_process && known->rank >= 0) {
       // A reconnect after a network blip: the trainer kept training; tell it where it stands.
@@ -317,7 +349,7 @@ void JobSession::RetryFormation(Clock::time_point now, const std::string& reason
 void JobSession::FormGeneration(Clock::time_point now, Outbox& out) {
   std::vector<const Member*> candidates;
   for (const auto& [pod, member] : members_) {
-    if (member.connected) candidates.push_back(&member);
+    if (member.connected && !member.hung) candidates.push_back(&member);
   }
   std::sort(candidates.begin(), candidates.end(),
             [](const Member* a, const Member* b) { return a->join_sequence < b->join_sequence; });
@@ -340,6 +372,11 @@ void JobSession::FormGeneration(Clock::time_point now, Outbox& out) {
   }
   ++membership_generation_;
   waiting_for_min_workers_ = false;
+  // A member that left in band has already left every collective of the old generation with
+  // the others; one that did not (hung, or gone) never will, so its peers must not wait for it.
+  abandon_previous_ = std::any_of(ranks_.begin(), ranks_.end(), [&](const std::string& pod) {
+    return std::find(pods.begin(), pods.end(), pod) == pods.end();
+  });
   for (auto& [pod, member] : members_) member.rank = -1;
   ranks_ = pods;
   for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
@@ -392,6 +429,7 @@ void JobSession::SendAssignments(int64_t apply_at_step, const std::string& reaso
     assignment.set_apply_at_step(apply_at_step);
     for (int batch : batches_) assignment.add_batches(batch);
     assignment.set_accumulation_steps(accumulation_steps_);
+    assignment.set_abandon_previous(abandon_previous_);
     assignment.set_reason(reason);
     out.push_back(std::move(message));
   }
@@ -417,7 +455,7 @@ Status JobSession::Report(std::string_view pod, const fulcrum::v1::StepReport& r
                           Clock::time_point now, Outbox& out) {
   Member* member = Find(pod);
   if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
-  member->last_seen = now;
+  Heard(*member, now);
   if (Status status = ValidateReport(report); !status.ok()) return status;
   if (Status status = CheckReportGeneration(report.generation()); !status.ok()) return status;
   // In flight while the generation changed, or from a trainer that is not (yet) a member of
@@ -545,7 +583,7 @@ Status JobSession::Heartbeat(std::string_view pod, const fulcrum::v1::Heartbeat&
     return InvalidArgument("heartbeat.generation", "was never announced; current is " +
                                                        std::to_string(membership_generation_));
   }
-  member->last_seen = now;
+  Heard(*member, now);
   return Ok();
 }
 
@@ -553,7 +591,7 @@ Status JobSession::Rejoin(std::string_view pod, const fulcrum::v1::Rejoin& rejoi
                           Clock::time_point now) {
   Member* member = Find(pod);
   if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
-  member->last_seen = now;
+  Heard(*member, now);
   if (rejoin.generation() > membership_generation_) {
     return InvalidArgument("rejoin.generation", "was never announced; current is " +
                                                     std::to_string(membership_generation_));
@@ -584,8 +622,10 @@ std::vector<std::string> JobSession::Tick(Clock::time_point now, Outbox& out) {
     }
     ++it;
   }
-  const auto connected = std::count_if(members_.begin(), members_.end(),
-                                       [](const auto& entry) { return entry.second.connected; });
+  FindHungMembers(now);
+  const auto connected = std::count_if(members_.begin(), members_.end(), [](const auto& entry) {
+    return entry.second.connected && !entry.second.hung;
+  });
   // min_workers gates a start: the first generation, or the first after every trainer left
   // (a whole-job restart). In between, the job goes on with whoever is left.
   if (connected == 0) waiting_for_min_workers_ = true;

@@ -93,10 +93,17 @@ class JobSession {
     double forced_generation_tokens = kForcedGenerationBurst;
     Clock::time_point forced_generation_refilled;
     Clock::time_point forced_deferred_until;  // a deferred re-formation of its is pending
+    // Silent past hang_timeout while its generation's others spoke: left out of generations
+    // until it speaks again.
+    bool hung = false;
   };
 
   JobSession(JobSessionConfig config, balancer::Controller controller);
   Member* Find(std::string_view pod);
+  // Something arrived from `member`: it is alive; a hung one is taken back.
+  void Heard(Member& member, Clock::time_point now);
+  // Members of the current generation silent past hang_timeout while others of it were heard.
+  void FindHungMembers(Clock::time_point now);
   void ScheduleGeneration(Clock::time_point now, std::string reason, bool force);
   // A re-formation `member` asks for: at once while its bucket has tokens, later otherwise.
   void ScheduleForcedGeneration(Member& member, Clock::time_point now, std::string reason);
@@ -120,7 +127,10 @@ class JobSession {
 
   int64_t membership_generation_ = 0;
   std::vector<std::string> ranks_;  // pods by rank
-  std::vector<int> batches_;        // the last plan sent, by rank
+  // The current generation dropped a member of the previous one that did not leave in band:
+  // its Assignments tell trainers still in a collective of the old one to abandon it.
+  bool abandon_previous_ = false;
+  std::vector<int> batches_;  // the last plan sent, by rank
   // The plans sent in this generation, by rank: the first and the latest kKeptPlans. Rank 0
   // picks each step's plan from those it has received, so a report's local batch must be one
   // of them.

@@ -24,6 +24,9 @@ Status ValidateJobConfig(const JobSessionConfig& config) {
   if (config.heartbeat_timeout.count() <= 0) {
     return InvalidArgument("heartbeat_timeout", "must be > 0");
   }
+  if (config.hang_timeout.count() < 0) {
+    return InvalidArgument("hang_timeout", "must be >= 0 (0: off)");
+  }
   if (config.settle.count() < 0) return InvalidArgument("settle", "must be >= 0");
   if (config.min_apply_lead_steps < 1) {
     return InvalidArgument("min_apply_lead_steps", "must be >= 1");

@@ -27,6 +27,13 @@ struct JobSessionConfig {
   std::chrono::milliseconds leave_timeout{2000};
   // A trainer that sent nothing for this long is removed (hung process, lost network).
   std::chrono::milliseconds heartbeat_timeout{15000};
+  // A member of the current generation that sent nothing for this long, while others of it
+  // were heard, is hung (stopped, stuck in the kernel, cut off): the next generation leaves it
+  // out and tells the others to abandon their collective with it, which would otherwise hold
+  // them for the whole collective timeout. Trainers send something every 250 ms, so this is
+  // four missed heartbeats. Its stream stays open; once it speaks again it is taken back in a
+  // new generation. 0: off (only heartbeat_timeout removes a silent trainer).
+  std::chrono::milliseconds hang_timeout{1000};
   // Membership events closer than this are folded into one new generation.
   std::chrono::milliseconds settle{300};
   // A new plan is applied at least this many steps after the step that triggered it, and

@@ -11,7 +11,8 @@ const char* const kCoordinatorUsage =
     "usage: fulcrum-coordinator --listen HOST:PORT --job-token-file FILE --global-batch B\n"
     "         [--min-workers N] [--max-workers N] [--policy optimal|proportional|equal]\n"
     "         [--interval-steps N] [--min-gain F] [--seed N] [--leave-timeout-ms MS]\n"
-    "         [--heartbeat-timeout-ms MS] [--settle-ms MS] [--apply-lead-steps N]\n"
+    "         [--heartbeat-timeout-ms MS] [--hang-timeout-ms MS] [--settle-ms MS]\n"
+    "         [--apply-lead-steps N]\n"
     "         [--state-file PATH] (--tls-cert PEM --tls-key PEM | --insecure true)\n"
     "  FILE: one \"JOB TOKEN\" per line; every job gets the same settings.\n";
 
@@ -55,6 +56,8 @@ Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& a
        [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.leave_timeout); }},
       {"--heartbeat-timeout-ms",
        [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.heartbeat_timeout); }},
+      {"--hang-timeout-ms",
+       [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.hang_timeout); }},
       {"--settle-ms", [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.settle); }},
       {"--policy",
        [&](auto& f, auto& v) -> Status {

@@ -36,6 +36,7 @@ class JobSessionTest : public ::testing::Test {
     config.settle = 100ms;
     config.leave_timeout = 1s;
     config.heartbeat_timeout = 5s;
+    config.hang_timeout = 0ms;  // the hang tests below turn it on
     config.min_apply_lead_steps = 3;
     config.apply_lead_seconds = 0.0;
     return config;
@@ -168,6 +169,105 @@ TEST_F(JobSessionTest, ASilentTrainerIsRemovedAfterTheHeartbeatTimeout) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].pod, "a");
   EXPECT_EQ(out[0].message.assignment().generation(), 2);
+}
+
+class HangTest : public JobSessionTest {
+ protected:
+  HangTest() {
+    JobSessionConfig config = DefaultConfig();
+    config.hang_timeout = 1s;
+    job_ = std::make_unique<JobSession>(JobSession::Create(config).value());
+    Join("a");
+    Join("b");
+    Join("c");
+    const Outbox first = Tick(200ms);
+    EXPECT_EQ(first.size(), 3u);
+    for (const Outgoing& message : first) {
+      EXPECT_FALSE(message.message.assignment().abandon_previous()) << "nothing to abandon";
+    }
+  }
+  // Advances the clock in 250 ms heartbeats of `speaking` until a generation is announced or
+  // `limit` passes; returns what was announced.
+  Outbox HeartbeatsUntilGeneration(const std::vector<std::string>& speaking,
+                                   Clock::duration limit) {
+    const int64_t before = job_->membership_generation();
+    for (Clock::duration waited{}; waited < limit; waited += 250ms) {
+      fulcrum::v1::Heartbeat heartbeat;
+      heartbeat.set_generation(before);
+      for (const std::string& pod : speaking) {
+        EXPECT_TRUE(job_->Heartbeat(pod, heartbeat, now_).ok());
+      }
+      Outbox out = Tick(250ms);
+      if (job_->membership_generation() != before) return out;
+    }
+    return {};
+  }
+  static std::vector<std::string> Pods(const Outbox& out) {
+    std::vector<std::string> pods;
+    for (const Outgoing& message : out) pods.push_back(message.pod);
+    return pods;
+  }
+};
+
+TEST_F(HangTest, AMemberSilentWhileItsPeersSpeakIsLeftOutAndThePeersAbandonItsGeneration) {
+  const Outbox out = HeartbeatsUntilGeneration({"a", "b"}, 5s);
+  EXPECT_EQ(Pods(out), (std::vector<std::string>{"a", "b"}));
+  for (const Outgoing& message : out) {
+    EXPECT_EQ(message.message.assignment().generation(), 2);
+    EXPECT_EQ(message.message.assignment().world_size(), 2);
+    EXPECT_TRUE(message.message.assignment().abandon_previous());
+  }
+  for (const MemberSnapshot& member : job_->Snapshot().members) {
+    if (member.pod != "c") continue;
+    EXPECT_TRUE(member.connected) << "its stream stays open";
+    EXPECT_EQ(member.rank, -1);
+  }
+}
+
+TEST_F(HangTest, WhenNobodyOfTheGenerationIsHeardNobodyIsHung) {
+  // The coordinator stalled (or its network did): everyone looks silent, nobody is to blame.
+  EXPECT_TRUE(HeartbeatsUntilGeneration({}, 4s).empty());
+  EXPECT_EQ(job_->membership_generation(), 1);
+}
+
+TEST_F(HangTest, AHungMemberThatSpeaksAgainIsTakenBackInANewGeneration) {
+  ASSERT_EQ(Pods(HeartbeatsUntilGeneration({"a", "b"}, 5s)).size(), 2u);
+  const Outbox out = HeartbeatsUntilGeneration({"a", "b", "c"}, 2s);
+  EXPECT_EQ(Pods(out), (std::vector<std::string>{"a", "b", "c"}));
+  for (const Outgoing& message : out) {
+    EXPECT_EQ(message.message.assignment().generation(), 3);
+    EXPECT_FALSE(message.message.assignment().abandon_previous()) << "nobody was dropped";
+  }
+}
+
+TEST_F(HangTest, ANewcomerLetsTheGenerationEndInBandAndAVanishedMemberDoesNot) {
+  Join("d");
+  const Outbox joined = HeartbeatsUntilGeneration({"a", "b", "c", "d"}, 2s);
+  ASSERT_EQ(Pods(joined).size(), 4u);
+  for (const Outgoing& message : joined) {
+    EXPECT_FALSE(message.message.assignment().abandon_previous());
+  }
+  job_->Disconnect("d", now_);
+  const Outbox left = HeartbeatsUntilGeneration({"a", "b", "c"}, 3s);
+  ASSERT_EQ(Pods(left).size(), 3u);
+  for (const Outgoing& message : left) {
+    EXPECT_TRUE(message.message.assignment().abandon_previous());
+  }
+}
+
+TEST_F(JobSessionTest, WithoutAHangTimeoutOnlyTheHeartbeatTimeoutRemovesASilentMember) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  fulcrum::v1::Heartbeat heartbeat;
+  heartbeat.set_generation(1);
+  for (int i = 0; i < 16; ++i) {
+    now_ += 250ms;
+    ASSERT_TRUE(job_->Heartbeat("a", heartbeat, now_).ok());
+    Outbox out;
+    job_->Tick(now_, out);
+  }
+  EXPECT_EQ(job_->membership_generation(), 1);  // 4 s of silence from b, under the 5 s timeout
 }
 
 TEST_F(JobSessionTest, ReportsOfAStaleGenerationAreRefusedAndOfTheLastOneIgnored) {
@@ -595,6 +695,9 @@ TEST(JobSessionConfig, NamesTheBadField) {
   config.max_workers = 1;
   config.min_workers = 2;
   EXPECT_EQ(ValidateJobConfig(config).error().field, "max_workers");
+  config.max_workers = 0;
+  config.hang_timeout = -1ms;
+  EXPECT_EQ(ValidateJobConfig(config).error().field, "hang_timeout");
 }
 
 }  // namespace
