@@ -199,6 +199,11 @@ void CoordinatorService::SetNodeProductLookup(
   node_product_ = std::move(lookup);
 }
 
+void CoordinatorService::SetStepObserver(std::function<void(const StepCompletion&)> observer) {
+  std::lock_guard lock(mutex_);
+  step_observer_ = std::move(observer);
+}
+
 bool CoordinatorService::HasJob(const std::string& name) const {
   std::lock_guard lock(mutex_);
   return jobs_.contains(name);
@@ -321,11 +326,13 @@ Result<CoordinatorService::SessionKey> CoordinatorService::Open(
 }
 
 Status CoordinatorService::Dispatch(const SessionKey& key,
-                                    const fulcrum::v1::TrainerMessage& message) {
+                                    const fulcrum::v1::TrainerMessage& message,
+                                    Clock::time_point received) {
   std::lock_guard lock(mutex_);
   const auto job = jobs_.find(key.job);
   if (job == jobs_.end()) return MakeError(ErrorCode::kNotFound, "the job was removed");
   const auto now = Clock::now();
+  const int64_t completed_before = job->second.completed_step();
   Outbox out;
   Status status = Ok();
   switch (message.body_case()) {
@@ -350,7 +357,12 @@ Status CoordinatorService::Dispatch(const SessionKey& key,
           InvalidArgument("body", "empty TrainerMessage: set step_report, heartbeat or rejoin");
       break;
   }
+  const std::size_t messages_sent = out.size();
   Deliver(key.job, out);
+  if (step_observer_ && job->second.completed_step() != completed_before) {
+    step_observer_(StepCompletion{key.job, job->second.completed_step(), messages_sent,
+                                  Clock::now() - received});
+  }
   return status;
 }
 
@@ -391,7 +403,7 @@ grpc::Status CoordinatorService::Session(
   if (!key.ok()) return ToGrpc(key.error());
   grpc::Status result = grpc::Status::OK;
   while (stream->Read(&message)) {
-    if (Status status = Dispatch(*key, message); !status.ok()) {
+    if (Status status = Dispatch(*key, message, Clock::now()); !status.ok()) {
       log::Warn("coordinator", key->job, "rejected a trainer message",
                 {{"pod", key->pod}, {"error", status.error().ToString()}});
       result = ToGrpc(status.error());
@@ -433,12 +445,8 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   return server;
 }
 
-Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
-    const std::string& listen_address, CoordinatorService& service,
-    const std::optional<PemKeyPair>& tls) {
-  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
-  server->service_ = &service;
-  grpc::ServerBuilder builder;
+void ConfigureCoordinatorServer(grpc::ServerBuilder& builder, const std::string& listen_address,
+                                const std::optional<PemKeyPair>& tls, int* port) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::shared_ptr<grpc::ServerCredentials> credentials;
   if (tls) {
@@ -450,7 +458,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
               {{"listen", listen_address}});
     credentials = grpc::InsecureServerCredentials();
   }
-  builder.AddListeningPort(listen_address, credentials, &server->port_);
+  builder.AddListeningPort(listen_address, credentials, port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // Keepalive both ways: the server pings quiet connections (a trainer whose host vanished is
@@ -461,6 +469,15 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+}
+
+Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const std::string& listen_address, CoordinatorService& service,
+    const std::optional<PemKeyPair>& tls) {
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  server->service_ = &service;
+  grpc::ServerBuilder builder;
+  ConfigureCoordinatorServer(builder, listen_address, tls, &server->port_);
   builder.RegisterService(server->service_);
   server->server_ = builder.BuildAndStart();
   if (!server->server_ || server->port_ == 0) {

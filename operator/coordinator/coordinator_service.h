@@ -42,6 +42,16 @@ struct CoordinatorLimits {
   std::size_t max_queued_messages = 256;           // unsent messages per stream
 };
 
+// A report that completed a step (every rank has reported it), timed from the moment it was
+// read off its stream until the step's plan decision ran and what it sent was queued: how
+// long the coordinator takes to react, lock waits included.
+struct StepCompletion {
+  std::string_view job;
+  int64_t step = 0;
+  std::size_t messages_sent = 0;  // Assignments of a new plan, 0 when the plan stands
+  Clock::duration latency{};
+};
+
 class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
  public:
   explicit CoordinatorService(CoordinatorLimits limits = {});
@@ -62,6 +72,9 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
                      const std::string& reason);
   std::vector<JobSessionSnapshot> Snapshot() const;
   std::optional<JobSessionSnapshot> SnapshotOf(const std::string& name) const;
+  // Called on a gRPC thread for every completed step (a metric, a benchmark); it must be
+  // quick and must not call back into the service. Set it before the server starts.
+  void SetStepObserver(std::function<void(const StepCompletion&)> observer);
 
   grpc::Status Session(grpc::ServerContext* context,
                        grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage,
@@ -81,7 +94,8 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
   // the stream ends, takes it off again.
   Status AdmitStream(grpc::ServerContext* context);
   void ForgetStream(grpc::ServerContext* context);
-  Status Dispatch(const SessionKey& key, const fulcrum::v1::TrainerMessage& message);
+  Status Dispatch(const SessionKey& key, const fulcrum::v1::TrainerMessage& message,
+                  Clock::time_point received);
   void Close(const SessionKey& key, const std::shared_ptr<Outlet>& outlet);
   void Deliver(const std::string& job, Outbox& out);  // requires mutex_
   void TickLoop(std::stop_token stop);
@@ -93,8 +107,15 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
   // Every open stream; those still waiting for their Hello have its deadline.
   std::map<grpc::ServerContext*, std::optional<Clock::time_point>> streams_;
   std::function<std::string(const std::string& node)> node_product_;
+  std::function<void(const StepCompletion&)> step_observer_;
   std::jthread ticker_;
 };
+
+// The coordinator's listening port, credentials, message limits and keepalive on `builder`;
+// `port` receives the bound port once the server starts. Shared by CoordinatorServer and the
+// coordinator benchmark's bare-gRPC baseline, so both serve streams the same way.
+void ConfigureCoordinatorServer(grpc::ServerBuilder& builder, const std::string& listen_address,
+                                const std::optional<PemKeyPair>& tls, int* port);
 
 // A running gRPC server with the service on `listen_address` ("127.0.0.1:0" picks a port).
 // The port is not shared (no SO_REUSEPORT): a second process cannot serve it at the same time.

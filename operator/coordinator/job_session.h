@@ -52,6 +52,9 @@ class JobSession {
   // How many times membership has changed: the trainers' "generation" (not the custom
   // resource's metadata.generation, which counts spec edits).
   int64_t membership_generation() const { return membership_generation_; }
+  // The last step every rank reported (-1 before the first): the service times a report
+  // that moves it, since that report ran the plan decision for the step.
+  int64_t completed_step() const { return completed_step_; }
 
   // A live edit of the job: the global batch, worker limits and balancing settings change in
   // place, nobody restarts. A new global batch or policy is planned at the next completed
