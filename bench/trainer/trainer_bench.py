@@ -80,6 +80,13 @@ def run_ddp(python, steps, global_batch, image_size, hidden):
     return summary
 
 
+def eta_wall(summary):
+    """eta with the wall-clock rate: the same X_UB, real time instead of summed step times."""
+    ideal = summary["ideal_samples_per_second"]
+    wall = summary["wall_samples_per_second"]
+    return wall / ideal if wall and ideal else 0.0
+
+
 def eta_goal(image_size):
     """Issue 13: eta >= 0.95 on the CIFAR-sized CNN (32x32 inputs), >= 0.9 on the 16x16 one."""
     return 0.95 if image_size >= 32 else 0.9
@@ -104,6 +111,8 @@ def run(build_dir, policy, steps, global_batch, image_size, change=None, hidden=
     summary = json.loads(result.stdout)
     summary["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     summary["wall_samples_per_second"] = wall_samples_per_second(summary)
+    started = [l for l in read_json_lines(os.path.join(summary["workdir"], "trainer-0.log")) if l.get("msg") == "started"]
+    summary["parameters"] = started[0].get("parameters") if started else None
     return summary
 
 
@@ -150,12 +159,14 @@ def main():
         report["policies"][policy] = {
             "samples_per_second": round(statistics.median(s["samples_per_second"] for s in summaries), 1),
             "eta": median(s.get("efficiency", 0.0) for s in summaries),
+            "eta_wall_clock": median(eta_wall(s) for s in summaries),
             "coordinator_overhead_fraction": round(max(s["coordinator_overhead_fraction"] for s in summaries), 5),
             "rounds": [{
                 "samples_per_second": round(s["samples_per_second"], 1),
                 "wall_samples_per_second": s["wall_samples_per_second"] and round(s["wall_samples_per_second"], 1),
                 "ideal_samples_per_second": round(s["ideal_samples_per_second"], 1),
                 "eta": round(s.get("efficiency", 0.0), 3),
+                "eta_wall_clock": round(eta_wall(s), 3),
                 "coordinator_overhead_fraction": round(s["coordinator_overhead_fraction"], 5),
                 "plan_changes": s["plan_changes"],
                 "final_batches": [t["final_local_batch"] for t in s["trainers"]],
@@ -176,6 +187,10 @@ def main():
                       f"({args.ddp_python}), equal local batches {first['local_batches']}, "
                       f"{first['threads_per_process']} thread per process",
             "samples_per_second": round(statistics.median(s["samples_per_second"] for s in ddp), 1),
+            "wall_samples_per_second": round(statistics.median(s["wall_samples_per_second"] for s in ddp), 1),
+            # The twin has the trainer's parameter count (a check that the models are the same).
+            "parameters": first["parameters"],
+            "same_parameter_count_as_fulcrum_trainer": first["parameters"] == runs["optimal"][0]["parameters"],
             # What DDP reaches of the ideal that the same round's optimal run measured (X_UB).
             "eta_against_optimal_runs_ideal": median(
                 d["samples_per_second"] / o["ideal_samples_per_second"] for d, o in zip(ddp, runs["optimal"])),
