@@ -11,11 +11,11 @@ trainer/model.cc: stem conv, two residual blocks with BatchNorm, mean pool, line
 same 9,962 parameters at hidden 16), on the same synthetic data (dataset.cc's SplitMix64 and
 Box-Muller samples and teacher labels, bit for bit up to the labels' float64 summation order;
 generated inside the step as the trainer does), with the same optimizer (SGD, lr 0.05,
-momentum 0.9) and the same emulated slowdown: after a rank's forward and backward, before its
-gradients are all-reduced, it sleeps (factor - 1) x the CPU time that compute used, capped by
-its wall time (EmulatedSlowdown::SleepSeconds). The sleep happens in a DDP communication hook,
-i.e. exactly where DDP would start the all-reduce, so a slowed rank is a slower device as
-DDP sees it.
+momentum 0.9) and the same emulated slowdown: after a rank's forward and backward it sleeps
+(factor - 1) x the CPU time that compute used, capped by its wall time
+(EmulatedSlowdown::SleepSeconds). The sleep happens in a DDP communication hook, where DDP
+starts the gradient all-reduce: after starting it, as fulcrum-trainer's overlapped bucket is
+started before its sleep (--slowdown-before-allreduce: before starting it).
 
 Fairness, stated: every worker runs with torch.set_num_threads(--threads) (1, as
 fulcrum-trainer's default --threads 1), glibc's malloc is given the settings the trainer
@@ -176,21 +176,26 @@ def worker(args):
     ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=args.broadcast_buffers)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
 
-    # The emulated slowdown, at the point where DDP starts the all-reduce (after backward has
-    # produced the bucket's gradients). With one bucket that is the end of compute, as in
-    # fulcrum-trainer; with several, only the first bucket's hook sleeps.
+    # The emulated slowdown, where DDP starts the all-reduce (backward has produced the bucket's
+    # gradients; with one bucket, the end of compute). By default in fulcrum-trainer's order: its
+    # gradient bucket is started by an autograd hook during backward and the emulated sleep comes
+    # after backward, so the all-reduce is under way while a slowed rank sleeps. The same here:
+    # start the all-reduce, then sleep. --slowdown-before-allreduce sleeps first instead (a slow
+    # device whose gradients are late), which costs DDP one all-reduce more per step.
     clock = {"wall": 0.0, "cpu": 0.0, "slept": False, "compute": 0.0}
 
     def slowed_allreduce(state, bucket):
-        if not clock["slept"]:
-            clock["slept"] = True
-            wall = time.perf_counter() - clock["wall"]
-            cpu = time.process_time() - clock["cpu"]
-            sleep = (slowdown - 1.0) * max(0.0, min(wall, cpu)) if slowdown > 1.0 else 0.0
-            if sleep > 0:
-                time.sleep(sleep)
-            clock["compute"] = wall + sleep
-        return default_hooks.allreduce_hook(state, bucket)
+        if clock["slept"]:
+            return default_hooks.allreduce_hook(state, bucket)
+        clock["slept"] = True
+        wall = time.perf_counter() - clock["wall"]
+        cpu = time.process_time() - clock["cpu"]
+        sleep = (slowdown - 1.0) * max(0.0, min(wall, cpu)) if slowdown > 1.0 else 0.0
+        future = None if args.slowdown_before_allreduce else default_hooks.allreduce_hook(state, bucket)
+        if sleep > 0:
+            time.sleep(sleep)
+        clock["compute"] = wall + sleep
+        return future if future is not None else default_hooks.allreduce_hook(state, bucket)
 
     ddp.register_comm_hook(None, slowed_allreduce)
     step_seconds, compute_seconds, step_end = [], [], []
@@ -277,6 +282,8 @@ def launch(args):
         "slowdowns": args.slowdown_list,
         "threads_per_process": args.threads,
         "broadcast_buffers": args.broadcast_buffers,
+        "emulated_sleep": "before the all-reduce starts" if args.slowdown_before_allreduce
+                          else "after the all-reduce starts (fulcrum-trainer's order)",
         "samples_per_second": steady_throughput(samples, per_step),
         "wall_samples_per_second": wall,
         "median_compute_seconds": [sorted(rank["compute_seconds"][first:])[(steps - first) // 2] for rank in ranks],
@@ -302,6 +309,8 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     parser.add_argument("--broadcast-buffers", action="store_true",
                         help="DDP's default: broadcast BatchNorm buffers from rank 0 every step")
+    parser.add_argument("--slowdown-before-allreduce", action="store_true",
+                        help="sleep before starting the all-reduce (default: after, as fulcrum-trainer)")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
@@ -321,6 +330,8 @@ def parse_args(argv=None):
                         "--lr", str(args.lr), "--momentum", str(args.momentum), "--threads", str(args.threads)]
     if args.broadcast_buffers:
         args.passthrough.append("--broadcast-buffers")
+    if args.slowdown_before_allreduce:
+        args.passthrough.append("--slowdown-before-allreduce")
     return args
 
 
