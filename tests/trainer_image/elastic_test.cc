@@ -81,5 +81,67 @@ TEST(TrainerElastic, SurvivorsContinueAfterKillNineAndANewcomerJoinsWithTheSameP
   }
 }
 
+// A trainer that hangs (SIGSTOP: it holds its sockets open and answers nothing) would hold
+// the others in their all-reduce for the whole collective timeout, here 10 minutes. The
+// coordinator finds it silent while its peers speak, forms a generation without it and has
+// them abandon the collective; once it runs again it is taken back with the same parameters.
+TEST(TrainerElastic, SurvivorsAbandonTheCollectiveOfAHungPeerAndTakeItBackWhenItResumes) {
+  LocalJob job("hang", {"--global-batch", "32", "--min-workers", "3", "--settle-ms", "200",
+                        "--hang-timeout-ms", "1000"});
+  ASSERT_TRUE(job.coordinator_ready()) << ReadFile(job.directory() + "/coordinator.log");
+  const std::vector<std::string> args = {"--collective-timeout-ms", "600000"};
+  for (const char* pod : {"a", "b", "c"}) job.StartTrainer(pod, args);
+  ASSERT_TRUE(WaitUntil([&] { return job.LastStep("c") >= 20; }, std::chrono::seconds(120)))
+      << ReadFile(job.trainer_log("c"));
+
+  const int64_t hung_generation = job.LastGeneration("c");
+  const int64_t hung_at = job.LastStep("c");
+  job.trainer("c").Signal(SIGSTOP);
+  auto moved_on = [&](const std::vector<std::string>& pods, int64_t generation, int64_t step) {
+    for (const std::string& pod : pods) {
+      if (job.LastGeneration(pod) <= generation || job.LastStep(pod) < step) return false;
+    }
+    return true;
+  };
+  // Well within the 10-minute collective timeout: only abandoning gets them there.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return moved_on({"a", "b"}, hung_generation, hung_at + 10);
+      },
+      std::chrono::seconds(120)))
+      << ReadFile(job.trainer_log("a")) << ReadFile(job.directory() + "/coordinator.log");
+  for (const char* pod : {"a", "b"}) {
+    EXPECT_FALSE(ReadJsonLines(job.trainer_log(pod),
+                               "abandoning this generation's collectives: "
+                               "a member hung")
+                     .empty())
+        << pod;
+  }
+
+  const int64_t survivors_generation = job.LastGeneration("a");
+  job.trainer("c").Signal(SIGCONT);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return moved_on({"a", "b", "c"}, survivors_generation, 0) &&
+               job.LastGeneration("c") == job.LastGeneration("a");
+      },
+      std::chrono::seconds(120)))
+      << ReadFile(job.trainer_log("c")) << ReadFile(job.directory() + "/coordinator.log");
+  const int64_t together_at = job.LastStep("a");
+  ASSERT_TRUE(
+      WaitUntil([&] { return job.LastStep("c") >= together_at + 5; }, std::chrono::seconds(120)))
+      << ReadFile(job.trainer_log("c"));
+  EXPECT_TRUE(job.StopTrainers(std::chrono::seconds(60)));
+
+  std::set<std::string> checksums;
+  for (const char* pod : {"a", "b", "c"}) {
+    const auto finished = ReadJsonLines(job.trainer_log(pod), "finished");
+    ASSERT_EQ(finished.size(), 1u) << pod << ":\n" << ReadFile(job.trainer_log(pod));
+    checksums.insert(finished.front()["checksum"].get<std::string>());
+    EXPECT_EQ(ReadJsonLines(job.trainer_log(pod), "started").size(), 1u) << pod;
+  }
+  EXPECT_EQ(checksums.size(), 1u);
+}
+
 }  // namespace
 }  // namespace fulcrum::testing

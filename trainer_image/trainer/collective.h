@@ -59,6 +59,12 @@ class Collective {
   virtual Status AllReduceSum(std::span<double> values) = 0;
   // In place: every rank ends with root's bytes; all ranks pass the same size.
   virtual Status Broadcast(std::span<std::byte> bytes, int root) = 0;
+  // From any thread: every operation in flight, and every later one, fails promptly instead
+  // of waiting out the timeout, and none touches its caller's memory after failing. For a
+  // generation the coordinator replaced because a member hung: its peers would otherwise wait
+  // for it until the collective timeout. Returns false where the backend cannot (operations
+  // then end at the timeout, as before).
+  virtual bool Abort(const std::string& reason) = 0;
 };
 
 struct CollectiveOptions {

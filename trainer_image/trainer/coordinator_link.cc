@@ -157,16 +157,17 @@ void CoordinatorLink::SessionLoop(std::stop_token stop) {
   }
 }
 
+// Any message shows the coordinator this trainer is alive, so a heartbeat goes out only after
+// a period in which nothing else was queued: a training trainer's step reports usually do.
 void CoordinatorLink::HeartbeatLoop(std::stop_token stop) {
   while (true) {
-    {
-      std::unique_lock lock(mutex_);
-      changed_.wait_for(lock, options_.heartbeat_period, [&] { return stop.stop_requested(); });
-      if (stop.stop_requested()) return;
-    }
     fulcrum::v1::TrainerMessage message;
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
+      const auto due = last_queued_ + options_.heartbeat_period;
+      changed_.wait_until(lock, due, [&] { return stop.stop_requested(); });
+      if (stop.stop_requested()) return;
+      if (std::chrono::steady_clock::now() < last_queued_ + options_.heartbeat_period) continue;
       message.mutable_heartbeat()->set_generation(generation_);
     }
     Send(message);
@@ -196,6 +197,7 @@ void CoordinatorLink::Send(fulcrum::v1::TrainerMessage message) {
     std::lock_guard lock(mutex_);
     if (outgoing_.size() >= kMaxQueued) outgoing_.pop_front();
     outgoing_.push_back(std::move(message));
+    last_queued_ = std::chrono::steady_clock::now();
   }
   changed_.notify_all();
 }
@@ -279,6 +281,26 @@ bool CoordinatorLink::RequestRejoin(int64_t generation, const std::string& reaso
   }
   Send(message);
   return true;  // if the stream is down, the reconnect's Hello forms a new generation anyway
+}
+
+bool CoordinatorLink::WaitForAbandon(int64_t generation, std::stop_token stop) {
+  // Declared before the lock, so that it is destroyed after the lock is released: its callback
+  // takes mutex_ (to wake the wait without a lost notification).
+  std::stop_callback wake(stop, [this] {
+    std::lock_guard lock(mutex_);
+    changed_.notify_all();
+  });
+  std::unique_lock lock(mutex_);
+  auto abandon = [&] {
+    for (auto it = assignments_.upper_bound(generation); it != assignments_.end(); ++it) {
+      for (const fulcrum::v1::Assignment& assignment : it->second) {
+        if (assignment.abandon_previous()) return true;
+      }
+    }
+    return false;
+  };
+  changed_.wait(lock, [&] { return stop.stop_requested() || abandon(); });
+  return !stop.stop_requested();
 }
 
 void CoordinatorLink::SetProgress(int64_t generation, int64_t step) {

@@ -23,7 +23,9 @@ struct CoordinatorLinkOptions {
   // The CA certificate (PEM) the coordinator's TLS certificate must chain to; empty: plaintext.
   std::string root_certificates;
   fulcrum::v1::Hello hello;  // sent on every (re)connect
-  std::chrono::milliseconds heartbeat_period{1000};
+  // A Heartbeat goes out when nothing else was sent for this long. Short, because the
+  // coordinator takes a member silent for its hang timeout (1 s by default) for hung.
+  std::chrono::milliseconds heartbeat_period{250};
   // HTTP/2 keepalive: a ping after this much silence on the connection, and the connection
   // counts as dead when a ping goes unanswered for keepalive_timeout. So a coordinator whose
   // host vanished (no FIN, no RST) is noticed within seconds, and the trainer reconnects while
@@ -46,6 +48,7 @@ class CoordinatorLink final : public Membership {
   void Report(const fulcrum::v1::StepReport& report) override;
   bool RequestRejoin(int64_t generation, const std::string& reason) override;
   void SetProgress(int64_t generation, int64_t step) override;
+  bool WaitForAbandon(int64_t generation, std::stop_token stop) override;
 
  private:
   void SessionLoop(std::stop_token stop);
@@ -70,8 +73,9 @@ class CoordinatorLink final : public Membership {
   grpc::ClientContext* context_ = nullptr;
   grpc::ClientReaderWriter<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>* stream_ =
       nullptr;
-  std::mutex write_mutex_;                            // one Write at a time on the stream
-  std::deque<fulcrum::v1::TrainerMessage> outgoing_;  // guarded by mutex_
+  std::mutex write_mutex_;                               // one Write at a time on the stream
+  std::deque<fulcrum::v1::TrainerMessage> outgoing_;     // guarded by mutex_
+  std::chrono::steady_clock::time_point last_queued_{};  // guarded by mutex_
 
   std::jthread session_;
   std::jthread heartbeat_;

@@ -2,12 +2,126 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+// Abort needs the pairs of the gloo contexts, so it is built only against the system libgloo
+// that Debian's libtorch links (CMake defines FULCRUM_GLOO_ABORT; see CMakeLists.txt).
+#if FULCRUM_GLOO_ABORT
+#include <dirent.h>
+#include <gloo/context.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#endif
+
 namespace fulcrum::trainer {
 namespace {
+
+#if FULCRUM_GLOO_ABORT
+// A TCP endpoint, to compare a socket's own end with a Gloo pair's address.
+struct Endpoint {
+  int family = AF_UNSPEC;
+  std::array<unsigned char, 16> host{};
+  uint16_t port = 0;
+  bool operator==(const Endpoint&) const = default;
+};
+
+std::optional<Endpoint> ToEndpoint(const sockaddr_storage& address) {
+  Endpoint endpoint;
+  endpoint.family = address.ss_family;
+  if (address.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
+    std::memcpy(endpoint.host.data(), &v4->sin_addr, sizeof(v4->sin_addr));
+    endpoint.port = v4->sin_port;
+  } else if (address.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
+    std::memcpy(endpoint.host.data(), &v6->sin6_addr, sizeof(v6->sin6_addr));
+    endpoint.port = v6->sin6_port;
+  } else {
+    return std::nullopt;
+  }
+  return endpoint;
+}
+
+// Gloo's TCP address serialises as the socket's sockaddr_storage (newer Gloo appends more).
+std::optional<Endpoint> PairEndpoint(const gloo::transport::Pair& pair) {
+  const std::vector<char> bytes = pair.address().bytes();
+  if (bytes.size() < sizeof(sockaddr_storage)) return std::nullopt;
+  sockaddr_storage address{};
+  std::memcpy(&address, bytes.data(), sizeof(address));
+  return ToEndpoint(address);
+}
+
+// Shuts down (both ways) this process's connected sockets whose own end is one of
+// `endpoints`. Gloo keeps a pair's socket to itself, but a pair's public address is its
+// socket's own end. A shut-down socket reads as the peer closing it, which Gloo handles on its
+// own thread as it always does: every send and receive pending on the pair fails, and so do
+// the peer's reads. Returns how many sockets were shut down.
+int ShutDownSockets(const std::vector<Endpoint>& endpoints) {
+  int shut = 0;
+  DIR* fds = opendir("/proc/self/fd");
+  if (fds == nullptr) return 0;
+  while (const dirent* entry = readdir(fds)) {
+    char* end = nullptr;
+    const long number = std::strtol(entry->d_name, &end, 10);
+    const int fd = static_cast<int>(number);
+    struct stat info {};
+    if (end == entry->d_name || *end != '\0' || fd == dirfd(fds) || fstat(fd, &info) != 0 ||
+        !S_ISSOCK(info.st_mode)) {
+      continue;
+    }
+    sockaddr_storage own{};
+    sockaddr_storage peer{};
+    socklen_t own_length = sizeof(own);
+    socklen_t peer_length = sizeof(peer);
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&own), &own_length) != 0) {
+      continue;  // listening or not connected: no collective runs over it
+    }
+    const std::optional<Endpoint> endpoint = ToEndpoint(own);
+    if (endpoint && std::find(endpoints.begin(), endpoints.end(), *endpoint) != endpoints.end() &&
+        shutdown(fd, SHUT_RDWR) == 0) {
+      ++shut;
+    }
+  }
+  closedir(fds);
+  return shut;
+}
+#endif
+
+// c10d 1.13 has no abort for Gloo; its gloo contexts are protected members, which a subclass
+// may reach. Aborting shuts down the sockets of every pair of every context: the operation in
+// flight fails at once (so ~ProcessGroupGloo does not wait for it), later ones fail before
+// they start, and the peers' operations with this rank fail too.
+class AbortableProcessGroupGloo final : public c10d::ProcessGroupGloo {
+ public:
+  using c10d::ProcessGroupGloo::ProcessGroupGloo;
+
+  bool Abort() {
+#if FULCRUM_GLOO_ABORT
+    std::vector<Endpoint> endpoints;
+    for (const std::shared_ptr<gloo::Context>& context : contexts_) {
+      for (int peer = 0; peer < context->size; ++peer) {
+        if (peer == context->rank) continue;
+        if (const std::unique_ptr<gloo::transport::Pair>& pair = context->getPair(peer)) {
+          if (std::optional<Endpoint> endpoint = PairEndpoint(*pair))
+            endpoints.push_back(*endpoint);
+        }
+      }
+    }
+    return ShutDownSockets(endpoints) > 0;
+#else
+    return false;
+#endif
+  }
+};
 
 Result<std::pair<std::string, int>> SplitAddress(const std::string& address) {
   const auto colon = address.rfind(':');
@@ -35,7 +149,8 @@ class GlooPending final : public PendingCollective {
     if (!work_) return MakeError(ErrorCode::kFailedPrecondition, "already waited for");
     c10::intrusive_ptr<c10d::Work> work = std::move(work_);
     try {
-      if (!work->wait(timeout_)) return MakeError(ErrorCode::kDeadlineExceeded, "all-reduce timed out");
+      if (!work->wait(timeout_))
+        return MakeError(ErrorCode::kDeadlineExceeded, "all-reduce timed out");
       return Ok();
     } catch (const std::exception& error) {
       return MakeError(ErrorCode::kUnavailable, std::string("all-reduce failed: ") + error.what());
@@ -50,7 +165,7 @@ class GlooPending final : public PendingCollective {
 
 class GlooCollective final : public Collective {
  public:
-  GlooCollective(c10::intrusive_ptr<c10d::ProcessGroupGloo> group, CollectiveOptions options)
+  GlooCollective(c10::intrusive_ptr<AbortableProcessGroupGloo> group, CollectiveOptions options)
       : group_(std::move(group)), options_(std::move(options)) {}
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world_size; }
@@ -71,7 +186,7 @@ class GlooCollective final : public Collective {
     }
   }
   Result<std::unique_ptr<PendingCollective>> StartAllReduceSumOnDevice(std::span<float>,
-                                                                      void*) override {
+                                                                       void*) override {
     return MakeError(ErrorCode::kFailedPrecondition,
                      "Gloo reduces host memory: stage GPU values through the host");
   }
@@ -86,6 +201,7 @@ class GlooCollective final : public Collective {
     broadcast.rootRank = root;
     return Run([&] { return group_->broadcast(tensors, broadcast); }, "broadcast");
   }
+  bool Abort(const std::string&) override { return group_->Abort(); }
 
  private:
   Status AllReduce(at::Tensor tensor) {
@@ -106,7 +222,7 @@ class GlooCollective final : public Collective {
     }
   }
 
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  c10::intrusive_ptr<AbortableProcessGroupGloo> group_;
   CollectiveOptions options_;
 };
 
@@ -201,8 +317,8 @@ Result<std::unique_ptr<Collective>> ConnectGloo(const std::string& rendezvous_ad
     group_options->devices.push_back(
         c10d::ProcessGroupGloo::createDeviceForHostname(options.interface_host));
     group_options->threads = 1;
-    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, options.rank,
-                                                             options.world_size, group_options);
+    auto group = c10::make_intrusive<AbortableProcessGroupGloo>(store, options.rank,
+                                                                options.world_size, group_options);
     return std::unique_ptr<Collective>(std::make_unique<GlooCollective>(std::move(group), options));
   } catch (const std::exception& error) {
     return MakeError(ErrorCode::kUnavailable, "cannot form the Gloo group at " +

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 
-#include "fulcrum/v1/coordinator.pb.h"
 #include "common/result.h"
+#include "fulcrum/v1/coordinator.pb.h"
 
 namespace fulcrum::trainer {
 
@@ -29,6 +32,10 @@ class Membership {
   // This trainer's collective failed: ask for a new generation. False if that cannot happen.
   virtual bool RequestRejoin(int64_t generation, const std::string& reason) = 0;
   virtual void SetProgress(int64_t generation, int64_t step) = 0;
+  // Blocks until an Assignment of a generation newer than `generation` says to abandon it
+  // (abandon_previous: a member hung or vanished, so its collectives cannot complete): true;
+  // or until `stop` is requested: false.
+  virtual bool WaitForAbandon(int64_t generation, std::stop_token stop) = 0;
 };
 
 // One generation with fixed rank, world and batches; a failure cannot be recovered.
@@ -50,6 +57,12 @@ class StaticMembership final : public Membership {
   void Report(const fulcrum::v1::StepReport&) override {}
   bool RequestRejoin(int64_t, const std::string&) override { return false; }
   void SetProgress(int64_t, int64_t) override {}
+  bool WaitForAbandon(int64_t, std::stop_token stop) override {
+    std::mutex mutex;
+    std::unique_lock lock(mutex);
+    std::condition_variable_any().wait(lock, stop, [] { return false; });
+    return false;  // a fixed group is never replaced
+  }
 
  private:
   fulcrum::v1::Assignment assignment_;

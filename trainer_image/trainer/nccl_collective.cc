@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -62,8 +63,8 @@ class NcclCollective final : public Collective {
   ~NcclCollective() override {
     cudaEventDestroy(ready_);
     // Finalize flushes what was issued; if it does not settle soon, abort instead.
-    if (!aborted_ &&
-        Settle(comm_, ncclCommFinalize(comm_), DeadlineAfter(std::chrono::seconds(5))) == ncclSuccess) {
+    if (!aborted_ && Settle(comm_, ncclCommFinalize(comm_),
+                            DeadlineAfter(std::chrono::seconds(5))) == ncclSuccess) {
       ncclCommDestroy(comm_);
     } else {
       ncclCommAbort(comm_);
@@ -87,7 +88,9 @@ class NcclCollective final : public Collective {
   // In place in GPU memory, after the producer's queued work, without waiting: the overlap path.
   Result<std::unique_ptr<PendingCollective>> StartAllReduceSumOnDevice(
       std::span<float> device_values, void* producer_stream) override {
-    if (aborted_) return MakeError(ErrorCode::kFailedPrecondition, "communicator was aborted");
+    if (aborted_ || abort_requested_) {
+      return MakeError(ErrorCode::kFailedPrecondition, "communicator was aborted");
+    }
     if (cudaError_t error = cudaEventRecord(ready_, static_cast<cudaStream_t>(producer_stream));
         error != cudaSuccess) {
       return CudaError("cudaEventRecord", error);
@@ -95,9 +98,9 @@ class NcclCollective final : public Collective {
     if (cudaError_t error = cudaStreamWaitEvent(stream_, ready_, 0); error != cudaSuccess) {
       return CudaError("cudaStreamWaitEvent", error);
     }
-    if (ncclResult_t result = Enqueued(ncclAllReduce(device_values.data(), device_values.data(),
-                                                     device_values.size(), ncclFloat, ncclSum,
-                                                     comm_, stream_));
+    if (ncclResult_t result =
+            Enqueued(ncclAllReduce(device_values.data(), device_values.data(), device_values.size(),
+                                   ncclFloat, ncclSum, comm_, stream_));
         result != ncclSuccess) {
       return NcclError("ncclAllReduce", result);
     }
@@ -113,12 +116,21 @@ class NcclCollective final : public Collective {
       return ncclBroadcast(buffer, buffer, bytes.size(), ncclUint8, root, comm_, stream_);
     });
   }
+  // The waits below poll; they see the request within 50 us and abort as on a timeout (the
+  // communicator is aborted when this object goes). ncclCommAbort itself stays on the training
+  // thread, which alone uses the communicator.
+  bool Abort(const std::string&) override {
+    abort_requested_ = true;
+    return true;
+  }
 
  private:
   // Host -> device, the collective, device -> host, then wait with a deadline.
   template <typename Launch>
   Status Run(std::span<std::byte> host, Launch launch) {
-    if (aborted_) return MakeError(ErrorCode::kFailedPrecondition, "communicator was aborted");
+    if (aborted_ || abort_requested_) {
+      return MakeError(ErrorCode::kFailedPrecondition, "communicator was aborted");
+    }
     if (Status status = Reserve(host.size()); !status.ok()) return status;
     if (cudaError_t error = cudaMemcpyAsync(device_buffer_, host.data(), host.size(),
                                             cudaMemcpyHostToDevice, stream_);
@@ -159,6 +171,10 @@ class NcclCollective final : public Collective {
         aborted_ = true;
         return MakeError(ErrorCode::kDeadlineExceeded, "NCCL collective timed out");
       }
+      if (abort_requested_) {
+        aborted_ = true;
+        return MakeError(ErrorCode::kUnavailable, "NCCL collective abandoned (Abort)");
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
@@ -182,6 +198,7 @@ class NcclCollective final : public Collective {
   void* device_buffer_ = nullptr;
   std::size_t capacity_ = 0;
   bool aborted_ = false;
+  std::atomic<bool> abort_requested_{false};  // set by Abort from another thread
 };
 
 Status NcclPending::Wait() {
@@ -219,7 +236,8 @@ Result<std::unique_ptr<Collective>> ConnectNccl(RendezvousStore& store,
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  ncclResult_t result = ncclCommInitRankConfig(&comm, options.world_size, id, options.rank, &config);
+  ncclResult_t result =
+      ncclCommInitRankConfig(&comm, options.world_size, id, options.rank, &config);
   if (comm != nullptr) result = Settle(comm, result, DeadlineAfter(options.timeout));
   if (result != ncclSuccess) {
     if (comm != nullptr) ncclCommAbort(comm);

@@ -31,6 +31,10 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr auto kWaitSlice = std::chrono::milliseconds(200);
 constexpr int kLogEvery = 10;
 
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 double SecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
@@ -411,6 +415,19 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
               {{"error", collective.error().ToString()}});
     return GenerationEnd::kFellOut;
   }
+  // A generation normally ends in band, after a step all ranks finish. But when the coordinator
+  // replaces it because a member hung (or vanished without a word), a collective with that
+  // member never finishes: fail it at once rather than at the collective timeout. The step in
+  // flight is not committed, so the next generation starts from a consistent state. Declared
+  // after the collective, so it stops (and is joined) before the collective goes.
+  std::jthread abandon([this, generation = assignment.generation(),
+                        group = collective->get()](std::stop_token stop) {
+    if (!membership_->WaitForAbandon(generation, stop)) return;
+    const bool aborted = group->Abort("generation " + std::to_string(generation) +
+                                      " abandoned: a member hung or vanished");
+    log::Warn("trainer", job(), "abandoning this generation's collectives: a member hung",
+              {{"generation", generation}, {"aborted", aborted}});
+  });
   if (Status status = SyncState(**collective); !status.ok()) {
     if (status.error().code == ErrorCode::kInvalidArgument) {
       log::Error("trainer", job(), "cannot join", {{"error", status.error().ToString()}});
@@ -596,6 +613,9 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
                                   {"positions", {range->begin, range->end}},
                                   {"step_seconds", step_seconds},
                                   {"compute_seconds", compute_seconds},
+                                  // Wall clock of the step's end: benchmarks line steps up
+                                  // with events in other processes (membership_bench.py).
+                                  {"unix_time", UnixSeconds()},
                                   {"indices", indices}}
                        .dump()
                 << "\n";
