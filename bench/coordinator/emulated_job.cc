@@ -65,9 +65,11 @@ void EmulatedJob::Open(std::size_t slot, Clock::time_point now) {
   auto channel = grpc::CreateCustomChannel(settings_.address, settings_.credentials, arguments);
   const std::string pod = trainer->pod;
   trainer->stream = std::make_unique<TrainerStream>(
-      std::move(channel), [this, slot, pod](const fulcrum::v1::CoordinatorMessage& message) {
+      std::move(channel),
+      [this, slot, pod](const fulcrum::v1::CoordinatorMessage& message) {
         OnMessage(slot, pod, message);
-      });
+      },
+      counters_.written);
   const EmulatedGpu& gpu = gpus_[slot];
   fulcrum::v1::TrainerMessage hello;
   fulcrum::v1::Hello& body = *hello.mutable_hello();
@@ -173,6 +175,7 @@ void EmulatedJob::SendStep(int64_t generation) {
     report.set_step_seconds(step_seconds);
     report.set_peak_memory(kBaseMemory + kMemoryPerSample * batch);
     report.set_loss(1.0);
+    trainer->next_heartbeat = Clock::now() + settings_.heartbeat_period;
     if (trainer->stream->Send(std::move(message))) {
       counters_.reports.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -198,7 +201,7 @@ void EmulatedJob::Tick(Clock::time_point now) {
       continue;
     }
     if (now >= trainer->next_heartbeat) {
-      trainer->next_heartbeat += settings_.heartbeat_period;
+      trainer->next_heartbeat = now + settings_.heartbeat_period;
       fulcrum::v1::TrainerMessage message;
       message.mutable_heartbeat()->set_generation(trainer->generation);
       if (trainer->stream->Send(std::move(message))) {

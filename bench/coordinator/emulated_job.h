@@ -43,6 +43,7 @@ struct LoadCounters {
   std::atomic<uint64_t> steps{0};             // job steps every rank reported
   std::atomic<uint64_t> dropped_messages{0};  // a stream's queue was full or it was closing
   std::atomic<uint64_t> broken_streams{0};    // ended by the coordinator, not by a leave
+  TrainerStream::Written written;             // of the above, what gRPC has sent
 };
 
 struct JobLoadSettings {
@@ -50,7 +51,9 @@ struct JobLoadSettings {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   std::string tls_server_name;  // "" for plaintext
   double steps_per_second = 2.0;
-  std::chrono::milliseconds heartbeat_period{1000};
+  // A Heartbeat goes out when a trainer sent nothing for this long, as fulcrum-trainer's
+  // CoordinatorLink does (trainer_image/trainer/coordinator_link.h).
+  std::chrono::milliseconds heartbeat_period{250};
 };
 
 class EmulatedJob {
@@ -90,7 +93,7 @@ class EmulatedJob {
     int rank = -1;
     int world_size = 0;
     std::map<int64_t, std::vector<int>> plans;  // apply_at_step -> batches, this generation
-    Clock::time_point next_heartbeat;
+    Clock::time_point next_heartbeat;           // moved on by every message sent
   };
 
   void Open(std::size_t slot, Clock::time_point now);  // requires mutex_

@@ -4,10 +4,12 @@
 
 namespace fulcrum::bench {
 
-TrainerStream::TrainerStream(std::shared_ptr<grpc::Channel> channel, MessageHandler on_message)
+TrainerStream::TrainerStream(std::shared_ptr<grpc::Channel> channel, MessageHandler on_message,
+                             Written& written)
     : channel_(std::move(channel)),
       stub_(fulcrum::v1::Coordinator::NewStub(channel_)),
-      on_message_(std::move(on_message)) {}
+      on_message_(std::move(on_message)),
+      written_(written) {}
 
 TrainerStream::~TrainerStream() {
   // gRPC calls into this object until OnDone: wait for it (after Close it comes promptly).
@@ -61,6 +63,11 @@ void TrainerStream::OnWriteDone(bool ok) {
   fulcrum::v1::TrainerMessage* next = nullptr;
   {
     std::lock_guard lock(mutex_);
+    if (ok) {
+      written_.messages.fetch_add(1, std::memory_order_relaxed);
+      if (queue_.front().has_step_report())
+        written_.reports.fetch_add(1, std::memory_order_relaxed);
+    }
     queue_.pop_front();
     if (!ok) {
       broken_ = true;

@@ -25,8 +25,15 @@ class TrainerStream final
  public:
   using MessageHandler = std::function<void(const fulcrum::v1::CoordinatorMessage&)>;
 
+  // What gRPC took off the streams' queues (not just what was queued), for the window's rates.
+  struct Written {
+    std::atomic<uint64_t> messages{0};
+    std::atomic<uint64_t> reports{0};
+  };
+
   // Each stream gets a channel (a TCP connection) of its own, like a trainer pod.
-  TrainerStream(std::shared_ptr<grpc::Channel> channel, MessageHandler on_message);
+  TrainerStream(std::shared_ptr<grpc::Channel> channel, MessageHandler on_message,
+                Written& written);
   ~TrainerStream() override;
   TrainerStream(const TrainerStream&) = delete;
   TrainerStream& operator=(const TrainerStream&) = delete;
@@ -53,6 +60,7 @@ class TrainerStream final
   std::unique_ptr<fulcrum::v1::Coordinator::Stub> stub_;
   grpc::ClientContext context_;
   MessageHandler on_message_;
+  Written& written_;
   fulcrum::v1::CoordinatorMessage incoming_;
   mutable std::mutex mutex_;
   std::condition_variable finished_;

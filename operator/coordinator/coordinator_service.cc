@@ -1,8 +1,7 @@
 #include "operator/coordinator/coordinator_service.h"
 
-#include <absl/cleanup/cleanup.h>
-
 #include <chrono>
+#include <deque>
 #include <utility>
 
 #include "common/log.h"
@@ -98,69 +97,156 @@ Status ValidateHello(const fulcrum::v1::Hello& hello) {
 
 }  // namespace
 
-// One trainer's outgoing messages, written in order by a thread of its own so a slow reader
-// never blocks the coordinator or the other trainers.
-class CoordinatorService::Outlet {
- public:
-  Outlet(grpc::ServerContext* context,
-         grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage, fulcrum::v1::TrainerMessage>*
-             stream,
-         std::size_t max_queued)
-      : context_(context),
-        max_queued_(max_queued),
-        writer_([this, stream](std::stop_token stop) { Run(stop, stream); }) {}
+struct CoordinatorService::Job {
+  explicit Job(JobSession job_session) : session(std::move(job_session)) {}
+  std::mutex mutex;
+  JobSession session;                                                   // guarded by mutex
+  std::map<std::string, std::shared_ptr<Stream>, std::less<>> streams;  // by pod; guarded
+  bool removed = false;  // RemoveJob took it out of the table; guarded
+};
 
-  ~Outlet() {
-    {
-      std::lock_guard lock(mutex_);  // the writer is either waiting or will see the stop
-      writer_.request_stop();
+// One trainer's stream. gRPC holds it from Session() until OnDone; the job holds it (to send)
+// while the trainer is joined. A shared_ptr keeps it alive for both: `self_` is gRPC's share,
+// dropped in OnDone.
+//
+// Writes go one at a time, in order, from a queue (gRPC allows one outstanding write per
+// stream). The stream ends with Finish once nothing is being written, and nothing is written
+// after Finish: `finishing_` and `writing_` under `mutex_` keep the two apart.
+class CoordinatorService::Stream final
+    : public grpc::ServerBidiReactor<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>,
+      public std::enable_shared_from_this<Stream> {
+ public:
+  Stream(CoordinatorService& service, grpc::CallbackServerContext* context)
+      : service_(service), context_(context) {}
+
+  void Begin(std::shared_ptr<Stream> self) {
+    self_ = std::move(self);
+    if (Status admitted = service_.AdmitStream(context_); !admitted.ok()) {
+      admitted_ = false;
+      End(ToGrpc(admitted.error()));
+      return;
     }
-    wake_.notify_all();
+    StartRead(&incoming_);
   }
 
   // Queues a message; false when the queue is full, which cancels the stream: its trainer has
-  // stopped reading (or reads slower than it is sent to), and must not pin the writer thread
-  // or grow the queue. It reconnects and is told where it stands.
+  // stopped reading (or reads slower than it is sent to) and must not grow the queue. It
+  // reconnects and is told where it stands.
   bool Push(fulcrum::v1::CoordinatorMessage message) {
+    fulcrum::v1::CoordinatorMessage* next = nullptr;
     {
       std::lock_guard lock(mutex_);
-      if (queue_.size() >= max_queued_) {
-        if (!overflowed_) context_->TryCancel();  // also ends a Write blocked on flow control
+      if (finishing_) return true;  // ending anyway; the trainer reconnects and is told again
+      if (queue_.size() >= service_.limits_.max_queued_messages) {
+        if (!overflowed_) context_->TryCancel();
         overflowed_ = true;
         return false;
       }
       queue_.push_back(std::move(message));
+      if (writing_) return true;  // OnWriteDone writes it
+      writing_ = true;
+      next = &queue_.front();  // a deque keeps references to its elements across push_back
     }
-    wake_.notify_all();
+    StartWrite(next);
     return true;
   }
 
   void Cancel() { context_->TryCancel(); }
 
- private:
-  void Run(std::stop_token stop,
-           grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage, fulcrum::v1::TrainerMessage>*
-               stream) {
-    while (true) {
-      fulcrum::v1::CoordinatorMessage message;
-      {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stop.stop_requested() || !queue_.empty(); });
-        if (stop.stop_requested()) return;
-        message = std::move(queue_.front());
-        queue_.pop_front();
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the trainer closed the stream, or it was cancelled
+      if (job_) {
+        service_.Close(*job_, pod_, this);
+        End(grpc::Status::OK);
+      } else if (context_->IsCancelled()) {  // by TickLoop, or by the client; either way gone
+        log::Warn("coordinator", "", "closed a stream that sent no Hello in time",
+                  {{"peer", context_->peer()},
+                   {"hello_timeout_ms", service_.limits_.hello_timeout.count()}});
+        End({grpc::StatusCode::DEADLINE_EXCEEDED,
+             "no Hello within " + std::to_string(service_.limits_.hello_timeout.count()) +
+                 " ms of opening the stream"});
+      } else {
+        End({grpc::StatusCode::INVALID_ARGUMENT,
+             "no Hello: the stream ended, or its first message was not a valid TrainerMessage"});
       }
-      if (!stream->Write(message)) return;  // the stream is gone; the reader will notice
+      return;
+    }
+    if (!job_) {
+      service_.SaidHello(context_);
+      Result<std::shared_ptr<Job>> job =
+          service_.Open(incoming_, PeerHost(context_->peer()), shared_from_this());
+      if (!job.ok()) {
+        End(ToGrpc(job.error()));
+        return;
+      }
+      job_ = std::move(*job);
+      pod_ = incoming_.hello().pod();
+    } else if (Status status = service_.Dispatch(*job_, pod_, incoming_, Clock::now());
+               !status.ok()) {
+      log::Warn("coordinator", job_->session.config().name, "rejected a trainer message",
+                {{"pod", pod_}, {"error", status.error().ToString()}});
+      service_.Close(*job_, pod_, this);
+      End(ToGrpc(status.error()));
+      return;
+    }
+    StartRead(&incoming_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    fulcrum::v1::CoordinatorMessage* next = nullptr;
+    std::optional<grpc::Status> finish;
+    {
+      std::lock_guard lock(mutex_);
+      queue_.pop_front();
+      if (!ok) queue_.clear();  // the stream is gone; the read side notices and ends it
+      if (queue_.empty() || finishing_) {
+        writing_ = false;
+        if (finishing_ && !finished_) {
+          finished_ = true;
+          finish = *finishing_;
+        }
+      } else {
+        next = &queue_.front();
+      }
+    }
+    if (finish) {
+      Finish(*finish);
+    } else if (next != nullptr) {
+      StartWrite(next);
     }
   }
 
-  grpc::ServerContext* context_;
-  const std::size_t max_queued_;
+  void OnDone() override {
+    if (admitted_) service_.ForgetStream(context_);
+    const std::shared_ptr<Stream> last_share_of_grpc = std::move(self_);
+  }
+
+ private:
+  // Ends the stream with `status` once the write in progress (if any) is done.
+  void End(grpc::Status status) {
+    {
+      std::lock_guard lock(mutex_);
+      if (finishing_) return;
+      finishing_ = std::move(status);
+      if (writing_) return;  // OnWriteDone finishes
+      finished_ = true;
+    }
+    Finish(*finishing_);
+  }
+
+  CoordinatorService& service_;
+  grpc::CallbackServerContext* const context_;
+  std::shared_ptr<Stream> self_;
+  bool admitted_ = true;
+  fulcrum::v1::TrainerMessage incoming_;  // the reads are sequential: one buffer
+  std::shared_ptr<Job> job_;              // after a Hello it accepted
+  std::string pod_;
   std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<fulcrum::v1::CoordinatorMessage> queue_;
+  std::deque<fulcrum::v1::CoordinatorMessage> queue_;  // front() is being written while writing_
+  bool writing_ = false;
+  std::optional<grpc::Status> finishing_;
+  bool finished_ = false;
   bool overflowed_ = false;
-  std::jthread writer_;  // last: started after everything it uses exists
 };
 
 CoordinatorService::CoordinatorService(CoordinatorLimits limits)
@@ -170,22 +256,47 @@ CoordinatorService::~CoordinatorService() {
   ticker_.request_stop();
 }
 
+grpc::ServerBidiReactor<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>*
+CoordinatorService::Session(grpc::CallbackServerContext* context) {
+  auto stream = std::make_shared<Stream>(*this, context);
+  stream->Begin(stream);
+  return stream.get();
+}
+
+std::shared_ptr<CoordinatorService::Job> CoordinatorService::FindJob(std::string_view name) const {
+  std::shared_lock lock(jobs_mutex_);
+  const auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<CoordinatorService::Job>> CoordinatorService::AllJobs() const {
+  std::shared_lock lock(jobs_mutex_);
+  std::vector<std::shared_ptr<Job>> jobs;
+  jobs.reserve(jobs_.size());
+  for (const auto& [name, job] : jobs_) jobs.push_back(job);
+  return jobs;
+}
+
 Status CoordinatorService::AddJob(JobSessionConfig config) {
-  std::lock_guard lock(mutex_);
+  // Under the table's lock throughout, so that two registrations of one name cannot race.
+  std::unique_lock table(jobs_mutex_);
   const auto existing = jobs_.find(config.name);
-  if (existing != jobs_.end() && (existing->second.config().token == config.token ||
-                                  existing->second.membership_generation() > 0)) {
-    // The same job again (the operator registers it on every reconcile), or an edit: trainers
-    // that joined stay, also those still waiting for min_workers.
-    return existing->second.Reconfigure(std::move(config), Clock::now());
-  }
-  Result<JobSession> job = JobSession::Create(config);
-  if (!job.ok()) return job.error();
-  if (existing != jobs_.end()) {  // not started, new token: start over
-    existing->second = std::move(*job);
+  if (existing != jobs_.end()) {
+    Job& job = *existing->second;
+    std::lock_guard lock(job.mutex);
+    if (job.session.config().token == config.token || job.session.membership_generation() > 0) {
+      // The same job again (the operator registers it on every reconcile), or an edit:
+      // trainers that joined stay, also those still waiting for min_workers.
+      return job.session.Reconfigure(std::move(config), Clock::now());
+    }
+    Result<JobSession> replacement = JobSession::Create(config);
+    if (!replacement.ok()) return replacement.error();
+    job.session = std::move(*replacement);  // not started, new token: start over
     return Ok();
   }
-  jobs_.emplace(config.name, std::move(*job));
+  Result<JobSession> session = JobSession::Create(config);
+  if (!session.ok()) return session.error();
+  jobs_.emplace(config.name, std::make_shared<Job>(std::move(*session)));
   log::Info("coordinator", config.name, "job registered",
             {{"global_batch", config.global_batch},
              {"min_workers", config.min_workers},
@@ -195,67 +306,74 @@ Status CoordinatorService::AddJob(JobSessionConfig config) {
 
 void CoordinatorService::SetNodeProductLookup(
     std::function<std::string(const std::string&)> lookup) {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(lookup_mutex_);
   node_product_ = std::move(lookup);
 }
 
 void CoordinatorService::SetStepObserver(std::function<void(const StepCompletion&)> observer) {
-  std::lock_guard lock(mutex_);
   step_observer_ = std::move(observer);
 }
 
 bool CoordinatorService::HasJob(const std::string& name) const {
-  std::lock_guard lock(mutex_);
-  return jobs_.contains(name);
+  return FindJob(name) != nullptr;
 }
 
 Status CoordinatorService::RemoveJob(const std::string& name) {
-  std::lock_guard lock(mutex_);
-  if (jobs_.erase(name) == 0) return Error{ErrorCode::kNotFound, "no job \"" + name + "\"", "name"};
-  for (auto& [key, outlet] : sessions_) {
-    if (key.job == name) outlet->Cancel();
+  std::shared_ptr<Job> job;
+  {
+    std::unique_lock table(jobs_mutex_);
+    const auto it = jobs_.find(name);
+    if (it == jobs_.end()) return Error{ErrorCode::kNotFound, "no job \"" + name + "\"", "name"};
+    job = std::move(it->second);
+    jobs_.erase(it);
   }
+  std::lock_guard lock(job->mutex);
+  job->removed = true;
+  for (auto& [pod, stream] : job->streams) stream->Cancel();
   return Ok();
 }
 
-Status CoordinatorService::SendControl(const std::string& job, fulcrum::v1::Control::Action action,
+Status CoordinatorService::SendControl(const std::string& name, fulcrum::v1::Control::Action action,
                                        const std::string& reason) {
-  std::lock_guard lock(mutex_);
-  const auto it = jobs_.find(job);
-  if (it == jobs_.end()) return Error{ErrorCode::kNotFound, "no job \"" + job + "\"", "job"};
+  const std::shared_ptr<Job> job = FindJob(name);
+  if (!job) return Error{ErrorCode::kNotFound, "no job \"" + name + "\"", "job"};
+  std::lock_guard lock(job->mutex);
   Outbox out;
-  it->second.SendControl(action, reason, out);
-  Deliver(job, out);
+  job->session.SendControl(action, reason, out);
+  Deliver(*job, out);
   return Ok();
 }
 
 std::optional<JobSessionSnapshot> CoordinatorService::SnapshotOf(const std::string& name) const {
-  std::lock_guard lock(mutex_);
-  const auto job = jobs_.find(name);
-  if (job == jobs_.end()) return std::nullopt;
-  return job->second.Snapshot();
+  const std::shared_ptr<Job> job = FindJob(name);
+  if (!job) return std::nullopt;
+  std::lock_guard lock(job->mutex);
+  return job->session.Snapshot();
 }
 
 std::vector<JobSessionSnapshot> CoordinatorService::Snapshot() const {
-  std::lock_guard lock(mutex_);
   std::vector<JobSessionSnapshot> snapshots;
-  for (const auto& [name, job] : jobs_) snapshots.push_back(job.Snapshot());
+  for (const std::shared_ptr<Job>& job : AllJobs()) {
+    std::lock_guard lock(job->mutex);
+    snapshots.push_back(job->session.Snapshot());
+  }
   return snapshots;
 }
 
-void CoordinatorService::Deliver(const std::string& job, Outbox& out) {
+void CoordinatorService::Deliver(Job& job, Outbox& out) {
   for (Outgoing& message : out) {
-    const auto it = sessions_.find(SessionKey{job, message.pod});
-    if (it != sessions_.end() && !it->second->Push(std::move(message.message))) {
-      log::Warn("coordinator", job, "a trainer does not read its messages; cancelling its stream",
+    const auto it = job.streams.find(message.pod);
+    if (it != job.streams.end() && !it->second->Push(std::move(message.message))) {
+      log::Warn("coordinator", job.session.config().name,
+                "a trainer does not read its messages; cancelling its stream",
                 {{"pod", message.pod}, {"queued", limits_.max_queued_messages}});
     }
   }
   out.clear();
 }
 
-Status CoordinatorService::AdmitStream(grpc::ServerContext* context) {
-  std::lock_guard lock(mutex_);
+Status CoordinatorService::AdmitStream(grpc::CallbackServerContext* context) {
+  std::lock_guard lock(streams_mutex_);
   if (streams_.size() >= static_cast<std::size_t>(limits_.max_streams)) {
     return Error{ErrorCode::kResourceExhausted,
                  "the coordinator serves " + std::to_string(streams_.size()) +
@@ -266,87 +384,100 @@ Status CoordinatorService::AdmitStream(grpc::ServerContext* context) {
   return Ok();
 }
 
-void CoordinatorService::ForgetStream(grpc::ServerContext* context) {
-  std::lock_guard lock(mutex_);
+void CoordinatorService::SaidHello(grpc::CallbackServerContext* context) {
+  std::lock_guard lock(streams_mutex_);
+  if (const auto it = streams_.find(context); it != streams_.end()) it->second.reset();
+}
+
+void CoordinatorService::ForgetStream(grpc::CallbackServerContext* context) {
+  std::lock_guard lock(streams_mutex_);
   streams_.erase(context);
 }
 
-Result<CoordinatorService::SessionKey> CoordinatorService::Open(
+Result<std::shared_ptr<CoordinatorService::Job>> CoordinatorService::Open(
     const fulcrum::v1::TrainerMessage& first, std::string_view peer_host,
-    const std::shared_ptr<Outlet>& outlet) {
+    const std::shared_ptr<Stream>& stream) {
   if (!first.has_hello()) {
     return InvalidArgument("hello", "the first message of a Session must be a Hello");
   }
   const fulcrum::v1::Hello& hello = first.hello();
   if (Status status = ValidateHello(hello); !status.ok()) return status.error();
-  std::lock_guard lock(mutex_);
-  const auto job = jobs_.find(hello.job());
-  if (job == jobs_.end()) {
+  std::shared_ptr<Job> job = FindJob(hello.job());
+  if (!job) {
     return Error{ErrorCode::kNotFound,
                  "unknown job \"" + hello.job() + "\": check --job / the job's name", "hello.job"};
   }
-  if (!SameSecret(hello.token(), job->second.config().token)) {
+  fulcrum::v1::Hello joined = hello;
+  if (joined.gpu_product().empty() || joined.gpu_product() == "cpu") {
+    // A trainer without a GPU of its own to name (a CPU process on an emulated GPU node, or
+    // a device that reports nothing): the balancer's prior comes from its node's label. Asked
+    // outside the job's lock: the operator's inventory has a lock of its own.
+    std::function<std::string(const std::string&)> lookup;
+    {
+      std::lock_guard lock(lookup_mutex_);
+      lookup = node_product_;
+    }
+    if (lookup) {
+      if (std::string product = lookup(joined.node()); !product.empty()) {
+        joined.set_gpu_product(product);
+      }
+    }
+  }
+  std::lock_guard lock(job->mutex);
+  if (job->removed) {
+    return Error{ErrorCode::kNotFound, "job \"" + hello.job() + "\" was removed", "hello.job"};
+  }
+  if (!SameSecret(hello.token(), job->session.config().token)) {
     log::Warn("coordinator", hello.job(), "rejected a trainer with a wrong token",
               {{"pod", hello.pod()}});
     return Error{ErrorCode::kUnauthenticated,
                  "wrong token for job \"" + hello.job() + "\": use the job's token file/Secret",
                  "hello.token"};
   }
-  SessionKey key{hello.job(), hello.pod()};
-  int job_streams = 0;  // sessions_ is ordered by job first: the job's streams are one range
-  for (auto it = sessions_.lower_bound(SessionKey{hello.job(), ""});
-       it != sessions_.end() && it->first.job == hello.job(); ++it) {
-    ++job_streams;
-  }
+  const auto previous = job->streams.find(hello.pod());
   // A reconnect replaces its own stream, so it is not counted twice.
-  if (job_streams >= limits_.max_streams_per_job && !sessions_.contains(key)) {
+  const auto job_streams = static_cast<int>(job->streams.size());
+  if (job_streams >= limits_.max_streams_per_job && previous == job->streams.end()) {
     return Error{ErrorCode::kResourceExhausted,
                  "job \"" + hello.job() + "\" has " + std::to_string(job_streams) +
                      " trainer streams, its limit (max_streams_per_job); retry later",
                  "hello.job"};
   }
   Outbox out;
-  fulcrum::v1::Hello joined = hello;
-  if ((joined.gpu_product().empty() || joined.gpu_product() == "cpu") && node_product_) {
-    // A trainer without a GPU of its own to name (a CPU process on an emulated GPU node, or
-    // a device that reports nothing): the balancer's prior comes from its node's label.
-    if (std::string product = node_product_(joined.node()); !product.empty()) {
-      joined.set_gpu_product(product);
-    }
-  }
-  if (Status status = job->second.Join(joined, Clock::now(), out, peer_host); !status.ok()) {
+  if (Status status = job->session.Join(joined, Clock::now(), out, peer_host); !status.ok()) {
     return status.error();
   }
-  if (auto previous = sessions_.find(key); previous != sessions_.end()) {
+  if (previous != job->streams.end()) {
     previous->second->Cancel();  // a reconnect replaces the stale stream
+    previous->second = stream;
+  } else {
+    job->streams.emplace(hello.pod(), stream);
   }
-  sessions_[key] = outlet;
-  Deliver(key.job, out);
-  return key;
+  Deliver(*job, out);
+  return job;
 }
 
-Status CoordinatorService::Dispatch(const SessionKey& key,
+Status CoordinatorService::Dispatch(Job& job, const std::string& pod,
                                     const fulcrum::v1::TrainerMessage& message,
                                     Clock::time_point received) {
-  std::lock_guard lock(mutex_);
-  const auto job = jobs_.find(key.job);
-  if (job == jobs_.end()) return MakeError(ErrorCode::kNotFound, "the job was removed");
+  std::lock_guard lock(job.mutex);
+  if (job.removed) return MakeError(ErrorCode::kNotFound, "the job was removed");
   const auto now = Clock::now();
-  const int64_t completed_before = job->second.completed_step();
+  const int64_t completed_before = job.session.completed_step();
   Outbox out;
   Status status = Ok();
   switch (message.body_case()) {
     case fulcrum::v1::TrainerMessage::kStepReport:
-      status = job->second.Report(key.pod, message.step_report(), now, out);
+      status = job.session.Report(pod, message.step_report(), now, out);
       break;
     case fulcrum::v1::TrainerMessage::kHeartbeat:
-      status = job->second.Heartbeat(key.pod, message.heartbeat(), now);
+      status = job.session.Heartbeat(pod, message.heartbeat(), now);
       break;
     case fulcrum::v1::TrainerMessage::kRejoin:
       if (message.rejoin().reason().size() > 4 * kMaxStringBytes) {
         status = InvalidArgument("rejoin.reason", "is too long (1012 bytes at most)");
       } else {
-        status = job->second.Rejoin(key.pod, message.rejoin(), now);
+        status = job.session.Rejoin(pod, message.rejoin(), now);
       }
       break;
     case fulcrum::v1::TrainerMessage::kHello:
@@ -358,81 +489,42 @@ Status CoordinatorService::Dispatch(const SessionKey& key,
       break;
   }
   const std::size_t messages_sent = out.size();
-  Deliver(key.job, out);
-  if (step_observer_ && job->second.completed_step() != completed_before) {
-    step_observer_(StepCompletion{key.job, job->second.completed_step(), messages_sent,
-                                  Clock::now() - received});
+  Deliver(job, out);
+  if (step_observer_ && job.session.completed_step() != completed_before) {
+    step_observer_(StepCompletion{job.session.config().name, job.session.completed_step(),
+                                  messages_sent, Clock::now() - received});
   }
   return status;
 }
 
-void CoordinatorService::Close(const SessionKey& key, const std::shared_ptr<Outlet>& outlet) {
-  std::lock_guard lock(mutex_);
-  const auto it = sessions_.find(key);
-  if (it == sessions_.end() || it->second != outlet) return;  // replaced by a newer stream
-  sessions_.erase(it);
-  const auto job = jobs_.find(key.job);
-  if (job != jobs_.end()) job->second.Disconnect(key.pod, Clock::now());
-}
-
-grpc::Status CoordinatorService::Session(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage, fulcrum::v1::TrainerMessage>*
-        stream) {
-  if (Status admitted = AdmitStream(context); !admitted.ok()) return ToGrpc(admitted.error());
-  const absl::Cleanup forget = [this, context] { ForgetStream(context); };
-  fulcrum::v1::TrainerMessage message;
-  const bool said_something = stream->Read(&message);
-  {
-    std::lock_guard lock(mutex_);
-    streams_[context].reset();  // the Hello deadline no longer applies
-  }
-  if (!said_something) {
-    if (context->IsCancelled()) {  // by TickLoop, or by the client; either way it is gone
-      log::Warn("coordinator", "", "closed a stream that sent no Hello in time",
-                {{"peer", context->peer()}, {"hello_timeout_ms", limits_.hello_timeout.count()}});
-      return {grpc::StatusCode::DEADLINE_EXCEEDED,
-              "no Hello within " + std::to_string(limits_.hello_timeout.count()) +
-                  " ms of opening the stream"};
-    }
-    return {grpc::StatusCode::INVALID_ARGUMENT,
-            "no Hello: the stream ended, or its first message was not a valid TrainerMessage"};
-  }
-  auto outlet = std::make_shared<Outlet>(context, stream, limits_.max_queued_messages);
-  Result<SessionKey> key = Open(message, PeerHost(context->peer()), outlet);
-  if (!key.ok()) return ToGrpc(key.error());
-  grpc::Status result = grpc::Status::OK;
-  while (stream->Read(&message)) {
-    if (Status status = Dispatch(*key, message, Clock::now()); !status.ok()) {
-      log::Warn("coordinator", key->job, "rejected a trainer message",
-                {{"pod", key->pod}, {"error", status.error().ToString()}});
-      result = ToGrpc(status.error());
-      break;
-    }
-  }
-  Close(*key, outlet);
-  return result;
+void CoordinatorService::Close(Job& job, const std::string& pod, const Stream* stream) {
+  std::lock_guard lock(job.mutex);
+  const auto it = job.streams.find(pod);
+  if (it == job.streams.end() || it->second.get() != stream) return;  // replaced by a newer one
+  job.streams.erase(it);
+  job.session.Disconnect(pod, Clock::now());
 }
 
 void CoordinatorService::TickLoop(std::stop_token stop) {
   while (!stop.stop_requested()) {
     std::this_thread::sleep_for(kTickPeriod);
-    std::lock_guard lock(mutex_);
     const auto now = Clock::now();
-    for (auto& [context, hello_deadline] : streams_) {
-      if (hello_deadline && now >= *hello_deadline) {
-        context->TryCancel();  // its Read returns; Session answers DEADLINE_EXCEEDED
-        hello_deadline.reset();
-      }
-    }
-    for (auto& [name, job] : jobs_) {
-      Outbox out;
-      for (const std::string& pod : job.Tick(now, out)) {
-        if (auto it = sessions_.find(SessionKey{name, pod}); it != sessions_.end()) {
-          it->second->Cancel();
+    {
+      std::lock_guard lock(streams_mutex_);
+      for (auto& [context, hello_deadline] : streams_) {
+        if (hello_deadline && now >= *hello_deadline) {
+          context->TryCancel();  // its read fails; the stream answers DEADLINE_EXCEEDED
+          hello_deadline.reset();
         }
       }
-      Deliver(name, out);
+    }
+    for (const std::shared_ptr<Job>& job : AllJobs()) {
+      std::lock_guard lock(job->mutex);
+      Outbox out;
+      for (const std::string& pod : job->session.Tick(now, out)) {
+        if (auto it = job->streams.find(pod); it != job->streams.end()) it->second->Cancel();
+      }
+      Deliver(*job, out);
     }
   }
 }

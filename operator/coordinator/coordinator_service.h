@@ -1,18 +1,17 @@
 // The gRPC side of the coordinator: one Session stream per trainer, authenticated by the
-// job's token, dispatched to that job's state machine (job.h). A ticker thread drives
+// job's token, dispatched to that job's state machine (job_session.h). A ticker thread drives
 // timeouts and pending generations. The operator hosts this service; fulcrum-coordinator
 // runs it alone for local training.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,10 +30,9 @@ inline constexpr int kMaxMessageBytes = 64 * 1024;
 // Longest string field (a DNS name is at most 253 characters).
 inline constexpr std::size_t kMaxStringBytes = 253;
 
-// What one misbehaving or hostile client can take from the coordinator. Every stream holds a
-// server thread while open, so streams are capped in all and per job, a stream must say Hello
-// soon, and a trainer that stops reading its messages is cancelled rather than left holding a
-// writer and a growing queue.
+// What one misbehaving or hostile client can take from the coordinator. Streams are capped in
+// all and per job, a stream must say Hello soon, and a trainer that stops reading its
+// messages is cancelled rather than left holding a growing queue.
 struct CoordinatorLimits {
   std::chrono::milliseconds hello_timeout{10000};  // from opening a stream to its Hello
   int max_streams = 4096;                          // open streams, with and without a Hello
@@ -52,7 +50,11 @@ struct StepCompletion {
   Clock::duration latency{};
 };
 
-class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
+// On gRPC's callback API: a stream is a reactor, not a thread (a thread per stream and a
+// writer thread each cost 6,400 threads and half a gigabyte at 3,200 trainers,
+// docs/benchmarks.md). Each job has a lock of its own, so one job's plan decision never
+// holds up another's trainers; a lock over the job table is held only to look a job up.
+class CoordinatorService final : public fulcrum::v1::Coordinator::CallbackService {
  public:
   explicit CoordinatorService(CoordinatorLimits limits = {});
   ~CoordinatorService() override;
@@ -76,38 +78,39 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::Service {
   // quick and must not call back into the service. Set it before the server starts.
   void SetStepObserver(std::function<void(const StepCompletion&)> observer);
 
-  grpc::Status Session(grpc::ServerContext* context,
-                       grpc::ServerReaderWriter<fulcrum::v1::CoordinatorMessage,
-                                                fulcrum::v1::TrainerMessage>* stream) override;
+  grpc::ServerBidiReactor<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>* Session(
+      grpc::CallbackServerContext* context) override;
 
  private:
-  class Outlet;  // one trainer's outgoing queue and writer thread
-  struct SessionKey {
-    std::string job;
-    std::string pod;
-    auto operator<=>(const SessionKey&) const = default;
-  };
+  class Stream;  // one trainer's stream: reads, the outgoing queue, its end
+  struct Job;    // a JobSession, its streams by pod, and the lock over both
 
-  Result<SessionKey> Open(const fulcrum::v1::TrainerMessage& first, std::string_view peer_host,
-                          const std::shared_ptr<Outlet>& outlet);
+  std::shared_ptr<Job> FindJob(std::string_view name) const;
+  // The first message of a stream: checks the Hello and joins the trainer to its job.
+  Result<std::shared_ptr<Job>> Open(const fulcrum::v1::TrainerMessage& first,
+                                    std::string_view peer_host,
+                                    const std::shared_ptr<Stream>& stream);
   // Counts a new stream against max_streams and starts its Hello deadline; ForgetStream, when
-  // the stream ends, takes it off again.
-  Status AdmitStream(grpc::ServerContext* context);
-  void ForgetStream(grpc::ServerContext* context);
-  Status Dispatch(const SessionKey& key, const fulcrum::v1::TrainerMessage& message,
+  // the stream is done, takes it off again.
+  Status AdmitStream(grpc::CallbackServerContext* context);
+  void SaidHello(grpc::CallbackServerContext* context);
+  void ForgetStream(grpc::CallbackServerContext* context);
+  Status Dispatch(Job& job, const std::string& pod, const fulcrum::v1::TrainerMessage& message,
                   Clock::time_point received);
-  void Close(const SessionKey& key, const std::shared_ptr<Outlet>& outlet);
-  void Deliver(const std::string& job, Outbox& out);  // requires mutex_
+  void Close(Job& job, const std::string& pod, const Stream* stream);
+  void Deliver(Job& job, Outbox& out);  // requires job.mutex
+  std::vector<std::shared_ptr<Job>> AllJobs() const;
   void TickLoop(std::stop_token stop);
 
   const CoordinatorLimits limits_;
-  mutable std::mutex mutex_;
-  std::map<std::string, JobSession, std::less<>> jobs_;
-  std::map<SessionKey, std::shared_ptr<Outlet>> sessions_;
+  mutable std::shared_mutex jobs_mutex_;  // the table only; each Job has its own lock
+  std::map<std::string, std::shared_ptr<Job>, std::less<>> jobs_;
+  std::mutex streams_mutex_;
   // Every open stream; those still waiting for their Hello have its deadline.
-  std::map<grpc::ServerContext*, std::optional<Clock::time_point>> streams_;
+  std::map<grpc::CallbackServerContext*, std::optional<Clock::time_point>> streams_;
+  mutable std::mutex lookup_mutex_;
   std::function<std::string(const std::string& node)> node_product_;
-  std::function<void(const StepCompletion&)> step_observer_;
+  std::function<void(const StepCompletion&)> step_observer_;  // set before serving
   std::jthread ticker_;
 };
 
