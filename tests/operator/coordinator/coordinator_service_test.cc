@@ -6,6 +6,8 @@
 #include <grpcpp/support/sync_stream.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "tests/support/freezable_proxy.h"
 #include "tests/support/polling.h"
 
@@ -308,6 +310,47 @@ TEST_F(CoordinatorServiceTest, StaleGenerationIsRejectedWhileOthersKeepBeingServ
   EXPECT_EQ(to_b->generation(), 4);
   EXPECT_EQ(to_b->world_size(), 2);
   EXPECT_EQ(to_c->rank(), 1);
+}
+
+// The threads of this process, from /proc/self/status.
+int ThreadsOfThisProcess() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// Streams are reactors on gRPC's threads, not a thread each: 300 trainers of 30 jobs, all
+// joined and sent their Assignments, add a few threads, not 300 or 600 (a reader and a writer
+// thread per stream, as the coordinator once had, cost 6,400 threads at 3,200 trainers).
+TEST_F(CoordinatorServiceTest, ThreeHundredStreamsDoNotTakeAThreadEach) {
+  constexpr int kJobs = 30;
+  constexpr int kTrainersPerJob = 10;
+  for (int j = 0; j < kJobs; ++j) {
+    JobSessionConfig job = DemoJob();
+    job.name = "job-" + std::to_string(j);
+    job.min_workers = kTrainersPerJob;  // one generation, once all are in
+    ASSERT_TRUE(server_->service().AddJob(job).ok());
+  }
+  const int threads_before = ThreadsOfThisProcess();
+  ASSERT_GT(threads_before, 0);
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  for (int j = 0; j < kJobs; ++j) {
+    for (int t = 0; t < kTrainersPerJob; ++t) {
+      trainers.push_back(std::make_unique<Trainer>(channel_));
+      ASSERT_TRUE(trainers.back()->Hello("t" + std::to_string(t), "job-" + std::to_string(j)));
+    }
+  }
+  for (auto& trainer : trainers) {
+    const auto assignment = trainer->NextAssignment();
+    ASSERT_TRUE(assignment);
+    EXPECT_EQ(assignment->world_size(), kTrainersPerJob);
+  }
+  const int threads_after = ThreadsOfThisProcess();
+  EXPECT_LT(threads_after - threads_before, 50)
+      << threads_before << " threads before, " << threads_after << " with 300 streams open";
+  for (auto& trainer : trainers) EXPECT_TRUE(trainer->Finish().ok());
 }
 
 // A coordinator with small limits, to reach them in a test.
