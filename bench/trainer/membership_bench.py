@@ -268,7 +268,9 @@ def run_torchrun(kind, args, workdir):
                  f"{args.warmup_steps} steps of the {args.trainers}-worker group")
         victim = job.agents[-1]
         survivors = job.agents[:-1] if kind in ("kill", "hang") else list(job.agents)
-        restart = max(line["restart"] for line in step_lines(survivors[0]["log"]))
+        # A restart for a membership change keeps TORCHELASTIC_RESTART_COUNT (only failures
+        # count), so a restarted worker is told apart by its process id.
+        pids = {t["name"]: step_lines(t["log"])[-1]["pid"] for t in survivors}
         event_time = time.time()
         newcomer = None
         if kind == "kill":
@@ -280,9 +282,9 @@ def run_torchrun(kind, args, workdir):
         watched = survivors + ([newcomer] if newcomer else [])
 
         def recovered():
-            return all(sum(1 for line in step_lines(t["log"]) if line["restart"] > restart or
-                           (t is newcomer and line["unix_time"] > event_time)) >= args.after_steps
-                       for t in watched)
+            return all(sum(1 for line in step_lines(t["log"])
+                           if line["unix_time"] > event_time and line["pid"] != pids.get(t["name"]))
+                       >= args.after_steps for t in watched)
 
         try:
             wait_for(recovered, args.event_timeout, f"{args.after_steps} steps after the restart")
@@ -294,10 +296,13 @@ def run_torchrun(kind, args, workdir):
         result["timed_out_after_seconds"] = args.event_timeout if timed_out else None
         lines = step_lines(survivors[0]["log"])
         before = [l["step"] for l in lines if l["unix_time"] <= event_time]
-        after = [l for l in lines if l["unix_time"] > event_time and l["restart"] > restart]
+        after = [l for l in lines if l["unix_time"] > event_time and l["pid"] != pids[survivors[0]["name"]]]
         if before and after:
+            # Steps the survivors trained before the event and trained again after the restart.
             result["steps_redone_from_checkpoint"] = max(0, before[-1] + 1 - after[0]["step"])
-        result["worker_restarts"] = (max(l["restart"] for l in lines) - restart) if lines else None
+        result["survivor_workers_restarted"] = all(
+            any(l["pid"] != pids[t["name"]] for l in step_lines(t["log"]) if l["unix_time"] > event_time)
+            for t in survivors)
         return result
     finally:
         processes.stop_all()
