@@ -108,6 +108,9 @@ int main(int argc, char** argv) {
   operator_main::OperatorMetrics metrics;
   // Jobs live here across leadership; the gRPC server serves them only while leading.
   coordinator::CoordinatorService coordinator(config->coordinator_limits);
+  coordinator.SetStepObserver([&metrics](const coordinator::StepCompletion& completion) {
+    metrics.ObserveStepDecision(std::chrono::duration<double>(completion.latency).count());
+  });
   kube::EventRecorderOptions event_options;
   event_options.reporting_instance = config->leader_election.identity;
   kube::EventRecorder events(client, event_options);

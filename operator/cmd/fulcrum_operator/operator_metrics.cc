@@ -38,6 +38,12 @@ Histogram::BucketBoundaries QueueLatencyBuckets() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 }
 
+// 50 µs .. 1 s: a decision is tens of microseconds when nothing waits; milliseconds mean
+// trainers' reports queue behind other work (docs/benchmarks.md, "Coordinator under load").
+Histogram::BucketBoundaries StepDecisionBuckets() {
+  return {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1};
+}
+
 struct JobGaugeSpec {
   const char* name;
   const char* help;
@@ -151,6 +157,7 @@ struct OperatorMetrics::Impl {
   Gauge* queue_depth = nullptr;
   Gauge* leader = nullptr;
   Histogram* queue_latency = nullptr;
+  Histogram* step_decision = nullptr;
   Family<Gauge>* worker_failures = nullptr;
   Family<Gauge>* job_phase = nullptr;
   Family<Gauge>* jobs_by_phase = nullptr;
@@ -194,6 +201,14 @@ OperatorMetrics::OperatorMetrics() : impl_(std::make_unique<Impl>()) {
            .Help("Time a job key waited in the work queue before a worker took it")
            .Register(registry)
            .Add({}, QueueLatencyBuckets());
+  impl_->step_decision =
+      &prometheus::BuildHistogram()
+           .Name("fulcrum_coordinator_step_decision_seconds")
+           .Help(
+               "Time from the last report of a training step to the coordinator's plan "
+               "decision for it, lock waits included")
+           .Register(registry)
+           .Add({}, StepDecisionBuckets());
   impl_->leader = &gauge_family("fulcrum_operator_leader",
                                 "1 while this replica holds the Lease, reconciles and serves "
                                 "the coordinator; 0 while it stands by")
@@ -240,6 +255,10 @@ void OperatorMetrics::SetQueueDepth(std::size_t depth) {
 
 void OperatorMetrics::ObserveQueueLatency(double seconds) {
   impl_->queue_latency->Observe(seconds);
+}
+
+void OperatorMetrics::ObserveStepDecision(double seconds) {
+  impl_->step_decision->Observe(seconds);
 }
 
 void OperatorMetrics::SetJobsByPhase(const std::map<std::string, int>& counts) {

@@ -48,6 +48,9 @@ class OperatorMetrics {
   void SetQueueDepth(std::size_t depth);
   // How long a key waited in the work queue before a worker took it.
   void ObserveQueueLatency(double seconds);
+  // How long the coordinator took from a step's last report to its plan decision
+  // (coordinator::StepCompletion); one histogram for all jobs, a series per job would be many.
+  void ObserveStepDecision(double seconds);
 
   // Jobs by phase. A phase set before and missing now goes to 0; the known phases (Pending,
   // Running, Rebalancing, Suspended, Succeeded, Failed) are always exported.

@@ -257,6 +257,7 @@ TEST(OperatorMetrics, ReconcileAndQueueObservationsReachTheirSeries) {
   metrics.ObserveReconcile(2.0, /*error=*/true);
   metrics.SetQueueDepth(7);
   metrics.ObserveQueueLatency(20.0);
+  metrics.ObserveStepDecision(0.0003);
   EXPECT_THAT(Lines(metrics.Serialize()), Contains("fulcrum_operator_leader 0"));
   metrics.SetLeader(true);
   const std::vector<std::string> lines = Lines(metrics.Serialize());
@@ -269,6 +270,10 @@ TEST(OperatorMetrics, ReconcileAndQueueObservationsReachTheirSeries) {
   // A wait longer than any reconcile still lands in a bucket of its own size.
   EXPECT_THAT(lines, Contains(R"(fulcrum_operator_workqueue_latency_seconds_bucket{le="10"} 0)"));
   EXPECT_THAT(lines, Contains(R"(fulcrum_operator_workqueue_latency_seconds_bucket{le="30"} 1)"));
+  EXPECT_THAT(lines,
+              Contains(R"(fulcrum_coordinator_step_decision_seconds_bucket{le="0.00025"} 0)"));
+  EXPECT_THAT(lines,
+              Contains(R"(fulcrum_coordinator_step_decision_seconds_bucket{le="0.0005"} 1)"));
 }
 
 TEST(OperatorMetrics, PromtoolAcceptsTheExposition) {
@@ -283,6 +288,7 @@ TEST(OperatorMetrics, PromtoolAcceptsTheExposition) {
   metrics.SetJobsByPhase({{"Running", 1}});
   metrics.ObserveReconcile(0.02, /*error=*/true);
   metrics.ObserveQueueLatency(0.001);
+  metrics.ObserveStepDecision(0.001);
   fulcrum::testing::TemporaryDirectory directory("operator-metrics");
   const std::string path = (directory.path() / "metrics.txt").string();
   std::ofstream(path) << metrics.Serialize();
