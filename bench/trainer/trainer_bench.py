@@ -141,12 +141,15 @@ def main():
                         "global_batch": args.global_batch, "steps": args.steps, "rounds": args.rounds,
                         "machine": f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()}",
                         "note": "CPU processes on one shared machine; slowdowns are emulated sleeps; "
-                                "each round runs every system once, interleaved"},
+                                "each round runs every system once (optimal, ddp, proportional, equal; "
+                                "reversed every other round)"},
               "policies": {}}
-    systems = ["optimal", "proportional", "equal"] + ([] if args.no_ddp else ["ddp"])
+    # optimal and DDP run next to each other, and every other round runs in reverse order, so a
+    # load that rises or falls through a round hits the systems alike.
+    systems = ["optimal"] + ([] if args.no_ddp else ["ddp"]) + ["proportional", "equal"]
     runs = {system: [] for system in systems}
-    for _ in range(args.rounds):
-        for system in systems:
+    for round_index in range(args.rounds):
+        for system in (systems if round_index % 2 == 0 else systems[::-1]):
             if system == "ddp":
                 summary = run_ddp(args.ddp_python, args.steps, args.global_batch, args.image_size, args.hidden)
             else:
