@@ -21,15 +21,17 @@ const std::vector<int>* PlanAt(const std::map<int64_t, std::vector<int>>& plans,
 
 }  // namespace
 
-EmulatedJob::EmulatedJob(std::string name, std::string token, std::vector<EmulatedGpu> gpus,
-                         const JobLoadSettings& settings, LoadCounters& counters, uint64_t seed)
+EmulatedJob::EmulatedJob(std::string name, std::string token,
+                         std::vector<EmulatedTrainerSpec> trainers, const JobLoadSettings& settings,
+                         LoadCounters& counters, uint64_t seed)
     : name_(std::move(name)),
       token_(std::move(token)),
-      gpus_(std::move(gpus)),
+      specs_(std::move(trainers)),
       settings_(settings),
       counters_(counters),
       random_(seed) {
-  slots_.resize(gpus_.size());
+  slots_.resize(specs_.size());
+  joins_.resize(specs_.size());
 }
 
 EmulatedJob::~EmulatedJob() {
@@ -40,7 +42,9 @@ void EmulatedJob::Start(Clock::time_point first_step, bool free_running) {
   std::lock_guard lock(mutex_);
   next_step_at_ = first_step;
   free_running_ = free_running;
-  for (std::size_t slot = 0; slot < slots_.size(); ++slot) Open(slot, Clock::now());
+  for (std::size_t slot = 0; slot < slots_.size(); ++slot) {
+    Open(slot, specs_[slot].pod, Clock::now());
+  }
 }
 
 std::optional<Clock::time_point> EmulatedJob::first_full_step() const {
@@ -48,9 +52,9 @@ std::optional<Clock::time_point> EmulatedJob::first_full_step() const {
   return first_full_step_;
 }
 
-void EmulatedJob::Open(std::size_t slot, Clock::time_point now) {
+void EmulatedJob::Open(std::size_t slot, const std::string& pod_name, Clock::time_point now) {
   auto trainer = std::make_unique<Trainer>();
-  trainer->pod = name_ + "-w" + std::to_string(slot) + "-" + std::to_string(incarnation_++);
+  trainer->pod = pod_name;
   // Heartbeats spread over the period, as independent trainers' would be.
   trainer->next_heartbeat =
       now + std::chrono::milliseconds(std::uniform_int_distribution<int>(
@@ -70,12 +74,12 @@ void EmulatedJob::Open(std::size_t slot, Clock::time_point now) {
         OnMessage(slot, pod, message);
       },
       counters_.written);
-  const EmulatedGpu& gpu = gpus_[slot];
+  const EmulatedGpu& gpu = specs_[slot].gpu;
   fulcrum::v1::TrainerMessage hello;
   fulcrum::v1::Hello& body = *hello.mutable_hello();
   body.set_job(name_);
   body.set_pod(trainer->pod);
-  body.set_node(name_ + "-node-" + std::to_string(slot));
+  body.set_node(specs_[slot].node);
   body.set_gpu_product(gpu.product);
   body.set_gpu_memory(gpu.memory_bytes);
   body.set_token(token_);
@@ -156,7 +160,7 @@ void EmulatedJob::SendStep(int64_t generation) {
     const int batch = batches != nullptr && trainer->rank < static_cast<int>(batches->size())
                           ? (*batches)[static_cast<std::size_t>(trainer->rank)]
                           : 0;
-    const EmulatedGpu& gpu = gpus_[slot];
+    const EmulatedGpu& gpu = specs_[slot].gpu;
     const double compute =
         batch == 0 ? 0.0 : (gpu.fixed_seconds + gpu.seconds_per_sample * batch) * noise(random_);
     slowest = std::max(slowest, compute);
@@ -193,11 +197,12 @@ void EmulatedJob::Tick(Clock::time_point now) {
   for (std::size_t slot = 0; slot < slots_.size(); ++slot) {
     Trainer* trainer = slots_[slot].get();
     if (trainer == nullptr) continue;
-    if (trainer->stream->broken()) {  // the coordinator ended it: reconnect as a new pod
+    if (trainer->stream->broken()) {  // the coordinator ended it: reconnect, as the pod
       counters_.broken_streams.fetch_add(1, std::memory_order_relaxed);
       trainer->stream->Close();
       leaving_.push_back(std::move(trainer->stream));
-      Open(slot, now);
+      const std::string pod = trainer->pod;
+      Open(slot, pod, now);
       continue;
     }
     if (now >= trainer->next_heartbeat) {
@@ -240,7 +245,7 @@ void EmulatedJob::Leave(std::size_t slot) {
 void EmulatedJob::Join(std::size_t slot) {
   std::lock_guard lock(mutex_);
   if (slots_.at(slot)) return;
-  Open(slot, Clock::now());
+  Open(slot, specs_[slot].pod + "-r" + std::to_string(++joins_[slot]), Clock::now());
 }
 
 void EmulatedJob::Reap() {

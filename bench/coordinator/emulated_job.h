@@ -33,6 +33,14 @@ struct EmulatedGpu {
   double seconds_per_sample = 0.0;
 };
 
+// One trainer of a job: its pod's name (a reconnect keeps it; a trainer that joins after one
+// left is a new pod, named "<pod>-r<n>"), its node, its GPU.
+struct EmulatedTrainerSpec {
+  std::string pod;
+  std::string node;
+  EmulatedGpu gpu;
+};
+
 // What every job of a run has sent and received; read by the driver between windows.
 struct LoadCounters {
   std::atomic<uint64_t> hellos{0};
@@ -58,7 +66,7 @@ struct JobLoadSettings {
 
 class EmulatedJob {
  public:
-  EmulatedJob(std::string name, std::string token, std::vector<EmulatedGpu> gpus,
+  EmulatedJob(std::string name, std::string token, std::vector<EmulatedTrainerSpec> trainers,
               const JobLoadSettings& settings, LoadCounters& counters, uint64_t seed);
   ~EmulatedJob();
   EmulatedJob(const EmulatedJob&) = delete;
@@ -96,7 +104,8 @@ class EmulatedJob {
     Clock::time_point next_heartbeat;           // moved on by every message sent
   };
 
-  void Open(std::size_t slot, Clock::time_point now);  // requires mutex_
+  // Opens the slot's stream as `pod`.
+  void Open(std::size_t slot, const std::string& pod, Clock::time_point now);  // requires mutex_
   void OnMessage(std::size_t slot, const std::string& pod,
                  const fulcrum::v1::CoordinatorMessage& message);
   bool GenerationComplete(int64_t* generation) const;  // requires mutex_
@@ -105,14 +114,14 @@ class EmulatedJob {
 
   const std::string name_;
   const std::string token_;
-  const std::vector<EmulatedGpu> gpus_;
+  const std::vector<EmulatedTrainerSpec> specs_;
   const JobLoadSettings settings_;
   LoadCounters& counters_;
   mutable std::mutex mutex_;
   std::mt19937_64 random_;
   std::vector<std::unique_ptr<Trainer>> slots_;          // null: the slot's trainer left
   std::vector<std::unique_ptr<TrainerStream>> leaving_;  // cancelled, until gRPC is done
-  int incarnation_ = 0;
+  std::vector<int> joins_;  // by slot: new pods that took it after a leave
   int64_t next_step_ = 0;
   bool free_running_ = false;
   std::optional<Clock::time_point> first_full_step_;

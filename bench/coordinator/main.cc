@@ -50,16 +50,19 @@ struct LoadOptions {
 // Four GPU products in equal numbers; per-sample costs in proportion to the balancer's
 // catalog speeds (H100 3.72, A100 2.06, V100 1, T4 0.354), so that a job of 8 at B = 512
 // takes about 0.45 s a step when balanced.
-std::vector<EmulatedGpu> JobGpus(int workers) {
+std::vector<EmulatedTrainerSpec> JobTrainers(const std::string& job, int workers) {
   const EmulatedGpu products[] = {
       {"NVIDIA-H100-80GB-HBM3", int64_t{80} << 30, 0.02, 0.0125 / 3.72},
       {"NVIDIA-A100-SXM4-80GB", int64_t{80} << 30, 0.02, 0.0125 / 2.06},
       {"Tesla-V100-SXM2-16GB", int64_t{16} << 30, 0.02, 0.0125},
       {"Tesla-T4", int64_t{16} << 30, 0.02, 0.0125 / 0.354},
   };
-  std::vector<EmulatedGpu> gpus;
-  for (int i = 0; i < workers; ++i) gpus.push_back(products[i % 4]);
-  return gpus;
+  std::vector<EmulatedTrainerSpec> trainers;
+  for (int i = 0; i < workers; ++i) {
+    trainers.push_back(
+        {job + "-w" + std::to_string(i), job + "-node-" + std::to_string(i), products[i % 4]});
+  }
+  return trainers;
 }
 
 std::string RandomToken(std::mt19937_64& random) {
@@ -211,9 +214,9 @@ Result<nlohmann::json> RunCase(const LoadOptions& options, int streams, const st
   LoadCounters counters;
   std::vector<std::unique_ptr<EmulatedJob>> jobs;
   for (int j = 0; j < job_count; ++j) {
-    jobs.push_back(std::make_unique<EmulatedJob>(tokens[j].first, tokens[j].second,
-                                                 JobGpus(options.workers_per_job), settings,
-                                                 counters, options.seed * 7919 + j));
+    jobs.push_back(std::make_unique<EmulatedJob>(
+        tokens[j].first, tokens[j].second, JobTrainers(tokens[j].first, options.workers_per_job),
+        settings, counters, options.seed * 7919 + j));
   }
   nlohmann::json result = {{"streams", streams}, {"jobs", job_count}, {"server", kind}};
   // The machine's load around the window: other work on a shared machine shows here.
