@@ -73,6 +73,9 @@ JobSessionConfig DemoJob() {
   job.global_batch = 32;
   job.min_workers = 1;
   job.settle = std::chrono::milliseconds(50);
+  // These hand-driven trainers send no heartbeats: one silent for a second while another
+  // speaks would be taken for hung (job_session_test covers that).
+  job.hang_timeout = std::chrono::milliseconds(0);
   return job;
 }
 
