@@ -115,19 +115,43 @@ void JobSession::Heard(Member& member, Clock::time_point now) {
   member.last_seen = now;
   if (!member.hung) return;
   member.hung = false;
+  HangTimeoutOf(member, now);  // forgives the strikes that decayed first
+  ++member.hang_strikes;
+  member.last_hang_strike = now;
   log::Info("coordinator", config_.name, "hung trainer speaks again; taking it back",
-            {{"pod", member.hello.pod()}});
+            {{"pod", member.hello.pod()},
+             {"next_hang_timeout_ms",
+              std::chrono::duration_cast<std::chrono::milliseconds>(HangTimeoutOf(member, now))
+                  .count()}});
   ScheduleGeneration(now, "responding again: " + member.hello.pod(), /*force=*/false);
+}
+
+Clock::duration JobSession::HangTimeoutOf(Member& member, Clock::time_point now) const {
+  while (member.hang_strikes > 0 && now - member.last_hang_strike >= kHangStrikeDecay) {
+    --member.hang_strikes;
+    member.last_hang_strike += kHangStrikeDecay;
+  }
+  Clock::duration timeout = config_.hang_timeout;
+  for (int strike = 0; strike < member.hang_strikes && timeout < config_.heartbeat_timeout;
+       ++strike) {
+    timeout *= 2;
+  }
+  return std::min<Clock::duration>(timeout, config_.heartbeat_timeout);
 }
 
 void JobSession::FindHungMembers(Clock::time_point now) {
   if (config_.hang_timeout.count() == 0 || ranks_.size() < 2) return;
-  auto silent = [&](const Member& member) { return now - member.last_seen > config_.hang_timeout; };
+  // "Others were heard" uses the plain timeout: it asks whether the coordinator hears the
+  // generation at all, not whether one member has used up its own allowance.
+  auto heard_lately = [&](const Member& member) {
+    return now - member.last_seen <= config_.hang_timeout;
+  };
+  auto silent = [&](Member& member) { return now - member.last_seen > HangTimeoutOf(member, now); };
   // If nobody of the generation was heard, the silence is this coordinator's (it stalled, or
   // its network did), not a member's: nobody is hung.
   const bool others_heard = std::any_of(ranks_.begin(), ranks_.end(), [&](const std::string& pod) {
     const Member* member = Find(pod);
-    return member != nullptr && member->connected && !silent(*member);
+    return member != nullptr && member->connected && heard_lately(*member);
   });
   if (!others_heard) return;
   for (const std::string& pod : ranks_) {

@@ -37,6 +37,8 @@ inline constexpr int kForcedGenerationBurst = 3;
 inline constexpr std::chrono::seconds kForcedGenerationRefill{10};
 // After a failed attempt to form a generation, the next waits settle x 2^failures, at most this.
 inline constexpr std::chrono::seconds kMaxFormationRetryDelay{30};
+// A pod's hang strikes (Member::hang_strikes) fall by one per this long without a new one.
+inline constexpr std::chrono::seconds kHangStrikeDecay{60};
 
 struct Outgoing {
   std::string pod;
@@ -99,14 +101,22 @@ class JobSession {
     // Silent past hang_timeout while its generation's others spoke: left out of generations
     // until it speaks again.
     bool hung = false;
+    // Times it was taken for hung and then spoke again (a false alarm: a stall, a loaded
+    // node); each doubles the silence it takes to be taken for hung again, so a pod that
+    // keeps stalling cannot keep the job re-forming. One is forgiven per kHangStrikeDecay.
+    int hang_strikes = 0;
+    Clock::time_point last_hang_strike;
   };
 
   JobSession(JobSessionConfig config, balancer::Controller controller);
   Member* Find(std::string_view pod);
   // Something arrived from `member`: it is alive; a hung one is taken back.
   void Heard(Member& member, Clock::time_point now);
-  // Members of the current generation silent past hang_timeout while others of it were heard.
+  // Members of the current generation silent past their hang timeout while others of it
+  // were heard.
   void FindHungMembers(Clock::time_point now);
+  // hang_timeout doubled per strike, at most the heartbeat timeout.
+  Clock::duration HangTimeoutOf(Member& member, Clock::time_point now) const;
   void ScheduleGeneration(Clock::time_point now, std::string reason, bool force);
   // A re-formation `member` asks for: at once while its bucket has tokens, later otherwise.
   void ScheduleForcedGeneration(Member& member, Clock::time_point now, std::string reason);

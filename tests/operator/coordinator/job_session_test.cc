@@ -240,6 +240,23 @@ TEST_F(HangTest, AHungMemberThatSpeaksAgainIsTakenBackInANewGeneration) {
   }
 }
 
+// A pod taken for hung that then speaks again was a false alarm (a stall, a loaded node): it
+// must stay silent twice as long to be taken for hung again, so a pod that keeps stalling
+// cannot keep its job re-forming; a minute without new strikes forgives one.
+TEST_F(HangTest, AFalseAlarmDoublesThePodsHangTimeoutUntilItIsForgiven) {
+  ASSERT_EQ(Pods(HeartbeatsUntilGeneration({"a", "b"}, 5s)).size(), 2u);       // c hung
+  ASSERT_EQ(Pods(HeartbeatsUntilGeneration({"a", "b", "c"}, 2s)).size(), 3u);  // c back
+  EXPECT_TRUE(HeartbeatsUntilGeneration({"a", "b"}, 1750ms).empty())
+      << "c was taken for hung again after less than twice the hang timeout";
+  const Outbox dropped = HeartbeatsUntilGeneration({"a", "b"}, 1s);
+  EXPECT_EQ(Pods(dropped), (std::vector<std::string>{"a", "b"}));
+
+  ASSERT_EQ(Pods(HeartbeatsUntilGeneration({"a", "b", "c"}, 2s)).size(), 3u);  // 2 strikes
+  EXPECT_TRUE(HeartbeatsUntilGeneration({"a", "b", "c"}, 125s).empty());       // both forgiven
+  EXPECT_EQ(Pods(HeartbeatsUntilGeneration({"a", "b"}, 1500ms)).size(), 2u)
+      << "after two quiet minutes c's hang timeout is back to 1 s";
+}
+
 TEST_F(HangTest, ANewcomerLetsTheGenerationEndInBandAndAVanishedMemberDoesNot) {
   Join("d");
   const Outbox joined = HeartbeatsUntilGeneration({"a", "b", "c", "d"}, 2s);
