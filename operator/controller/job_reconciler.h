@@ -49,7 +49,7 @@ struct ReconcilerOptions {
   // the coordinator serves plaintext (--coordinator-insecure).
   std::string coordinator_ca;
   GpuLabelKeys keys;
-  std::chrono::milliseconds status_min_interval{3'000};
+  std::chrono::milliseconds status_min_interval{5'000};
   // A job that trains is reconciled again this often, to carry the coordinator's progress
   // into its status (the coordinator is not a watched resource).
   std::chrono::milliseconds running_resync{3'000};

@@ -44,8 +44,10 @@ struct OperatorConfig {
   LeaderElectionSettings leader_election;
   controller::GpuLabelKeys gpu_labels;
   std::vector<std::string> tolerated_taint_keys = {"nvidia.com/gpu"};
-  std::chrono::milliseconds status_min_interval{3'000};  // per job, between status writes
-  int workers = 2;                                       // jobs reconciled at once
+  // Per job, between progress-only status writes: one write per job per 5 s keeps 200 running
+  // jobs at 40 writes/s to the API server (docs/benchmarks.md, "Operator at scale").
+  std::chrono::milliseconds status_min_interval{5'000};
+  int workers = 2;  // jobs reconciled at once
 };
 
 // `args` without the program name. Help (--help) comes back as kFailedPrecondition with the

@@ -41,6 +41,8 @@ TEST(OperatorConfig, DefaultsAreSaneAndTheHostNameIsTheIdentity) {
   EXPECT_EQ(config->gpu_labels.product, "nvidia.com/gpu.product");
   EXPECT_EQ(config->coordinator_listen, "0.0.0.0:7070");
   EXPECT_EQ(config->workers, 2);
+  // At most one progress-only status write per job per 5 s: the operator-at-scale goal.
+  EXPECT_EQ(config->status_min_interval, std::chrono::seconds(5));
   EXPECT_EQ(config->coordinator_limits.hello_timeout, std::chrono::seconds(10));
   EXPECT_EQ(config->coordinator_limits.max_streams, 4096);
 }
@@ -160,7 +162,7 @@ gpuLabels:
   resource: amd.com/gpu
 toleratedTaintKeys: [amd.com/gpu, dedicated]
 status:
-  minInterval: 5s
+  minInterval: 7s
 workers: 4
 )");
   const Result<OperatorConfig> config =
@@ -172,7 +174,7 @@ workers: 4
   EXPECT_EQ(config->gpu_labels.product, "amd.com/gpu.product-name");
   EXPECT_EQ(config->gpu_labels.resource, "amd.com/gpu");
   EXPECT_EQ(config->tolerated_taint_keys, (std::vector<std::string>{"amd.com/gpu", "dedicated"}));
-  EXPECT_EQ(config->status_min_interval, std::chrono::seconds(5));
+  EXPECT_EQ(config->status_min_interval, std::chrono::seconds(7));
   EXPECT_EQ(config->workers, 8);  // the flag wins over the file's 4
 }
 
