@@ -147,16 +147,22 @@ void JobSession::FindHungMembers(Clock::time_point now) {
     return now - member.last_seen <= config_.hang_timeout;
   };
   auto silent = [&](Member& member) { return now - member.last_seen > HangTimeoutOf(member, now); };
-  // If nobody of the generation was heard, the silence is this coordinator's (it stalled, or
-  // its network did), not a member's: nobody is hung.
-  const bool others_heard = std::any_of(ranks_.begin(), ranks_.end(), [&](const std::string& pod) {
-    const Member* member = Find(pod);
-    return member != nullptr && member->connected && heard_lately(*member);
-  });
-  if (!others_heard) return;
+  std::vector<Member*> candidates;
+  int heard = 0;
   for (const std::string& pod : ranks_) {
     Member* member = Find(pod);
-    if (member == nullptr || !member->connected || member->hung || !silent(*member)) continue;
+    if (member == nullptr || !member->connected || member->hung) continue;
+    if (heard_lately(*member)) ++heard;
+    if (silent(*member)) candidates.push_back(member);
+  }
+  // A hang is one member (or a few) falling silent while the rest of the generation is heard.
+  // When most of it is silent, the silence is this coordinator's (it stalled, or it drains a
+  // backlog of reads in no particular order) or the network's: nobody is hung. Seen at 3,200
+  // emulated trainers on an overloaded machine, where one member's message was read first and
+  // the seven others of its job were taken for hung.
+  if (candidates.empty() || static_cast<int>(candidates.size()) > heard) return;
+  for (Member* member : candidates) {
+    const std::string& pod = member->hello.pod();
     member->hung = true;
     const auto silent_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(now - member->last_seen).count();
