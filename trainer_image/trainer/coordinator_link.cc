@@ -91,6 +91,7 @@ CoordinatorLink::~CoordinatorLink() {
     if (context_ != nullptr) context_->TryCancel();
   }
   changed_.notify_all();
+  queued_.notify_all();
 }
 
 void CoordinatorLink::SessionLoop(std::stop_token stop) {
@@ -199,7 +200,10 @@ void CoordinatorLink::Send(fulcrum::v1::TrainerMessage message) {
     outgoing_.push_back(std::move(message));
     last_queued_ = std::chrono::steady_clock::now();
   }
-  changed_.notify_all();
+  // Only the writer waits for the queue. Waking every waiter on changed_ (the heartbeat and
+  // abandon watchers too) cost the training thread, which sends a report every step, a
+  // context switch per waiter, and on a busy machine the CPU for milliseconds.
+  queued_.notify_one();
 }
 
 void CoordinatorLink::WriterLoop(std::stop_token stop) {
@@ -207,7 +211,7 @@ void CoordinatorLink::WriterLoop(std::stop_token stop) {
     fulcrum::v1::TrainerMessage message;
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stop.stop_requested() || !outgoing_.empty(); });
+      queued_.wait(lock, [&] { return stop.stop_requested() || !outgoing_.empty(); });
       if (stop.stop_requested()) return;
       message = std::move(outgoing_.front());
       outgoing_.pop_front();

@@ -64,6 +64,7 @@ class CoordinatorLink final : public Membership {
 
   std::mutex mutex_;  // guards everything below
   std::condition_variable changed_;
+  std::condition_variable queued_;  // outgoing_ gained a message; only the writer waits on it
   std::map<int64_t, std::vector<fulcrum::v1::Assignment>> assignments_;  // by generation
   std::deque<fulcrum::v1::Control> controls_;
   std::optional<Error> fatal_;

@@ -636,8 +636,9 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   report.set_loss(local_batch > 0 ? loss_sum / local_batch : 0.0);
   report.set_step_seconds(step_seconds);
   const auto report_start = SteadyClock::now();
-  membership_->Report(report);
+  // Progress first: Report wakes the link's writer thread, which then takes the link's lock.
   membership_->SetProgress(base.generation(), progress_.step);
+  membership_->Report(report);
   coordinator_seconds += SecondsSince(report_start);
   totals_.coordinator_seconds += coordinator_seconds;
   totals_.step_seconds += step_seconds;
