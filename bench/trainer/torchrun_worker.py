@@ -26,35 +26,10 @@ import time
 
 import torch
 import torch.distributed as dist
-import torch.nn as nn
-import torch.nn.functional as F
 
-
-class ResidualBlock(nn.Module):
-    def __init__(self, channels):
-        super().__init__()
-        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(channels)
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(channels)
-
-    def forward(self, x):
-        return torch.relu(x + self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
-
-
-class SmallResNet(nn.Module):
-    """model.cc's SmallResNet, layer for layer."""
-
-    def __init__(self, channels, classes):
-        super().__init__()
-        self.stem = nn.Conv2d(3, channels, 3, padding=1)
-        self.block1 = ResidualBlock(channels)
-        self.block2 = ResidualBlock(channels)
-        self.head = nn.Linear(channels, classes)
-
-    def forward(self, x):
-        x = self.block2(self.block1(torch.relu(self.stem(x))))
-        return self.head(x.mean(dim=(2, 3)))
+# The CNN twin of fulcrum-trainer's --model cnn, shared with the DDP baseline (this folder is
+# on sys.path: torchrun runs this file as a script).
+from ddp_baseline import make_model
 
 
 def latest_checkpoint(directory):
@@ -82,7 +57,7 @@ def main():
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 
     torch.manual_seed(0)  # every rank starts from the same parameters, as DDP requires
-    model = SmallResNet(args.hidden, args.classes)
+    model = make_model(torch, args.hidden, args.classes)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     step = 0
     path = latest_checkpoint(args.checkpoint_dir)
@@ -91,7 +66,7 @@ def main():
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step = state["step"]
-    ddp = nn.parallel.DistributedDataParallel(model)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
     local_batch = args.global_batch // world
     generator = torch.Generator().manual_seed(1000 * rank + restart)
     with open(args.log, "a") as log:
@@ -103,7 +78,7 @@ def main():
             inputs = torch.randn(local_batch, 3, args.image_size, args.image_size, generator=generator)
             targets = torch.randint(0, args.classes, (local_batch,), generator=generator)
             optimizer.zero_grad()
-            loss = F.cross_entropy(ddp(inputs), targets)
+            loss = torch.nn.functional.cross_entropy(ddp(inputs), targets)
             loss.backward()  # DDP all-reduces the gradients here
             optimizer.step()
             log.write(json.dumps({"step": step, "unix_time": time.time(), "rank": rank, "world": world,
