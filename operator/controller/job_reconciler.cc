@@ -44,27 +44,6 @@ int64_t VersionNumber(const nlohmann::json& object) {
   }
 }
 
-// GPUs a pod asks for: its containers' requests of `resource` (a whole number as a string).
-int RequestedGpus(const nlohmann::json& pod, const std::string& resource) {
-  int total = 0;
-  for (const nlohmann::json& container : pod["spec"].value("containers", nlohmann::json::array())) {
-    const nlohmann::json requests = container.value("resources", nlohmann::json::object())
-                                        .value("requests", nlohmann::json::object());
-    if (!requests.contains(resource)) continue;
-    const nlohmann::json& quantity = requests[resource];
-    try {
-      total += quantity.is_string() ? std::stoi(quantity.get<std::string>()) : quantity.get<int>();
-    } catch (...) {
-    }
-  }
-  return total;
-}
-
-bool Finished(const nlohmann::json& pod) {
-  const std::string phase = pod["status"].value("phase", "");
-  return phase == "Succeeded" || phase == "Failed";
-}
-
 bool Terminating(const nlohmann::json& object) {
   return object["metadata"].contains("deletionTimestamp");
 }
@@ -152,7 +131,8 @@ JobReconciler::JobReconciler(std::shared_ptr<kube::ApiClient> client, Reconciler
       coordinator_(coordinator),
       events_(events),
       options_(std::move(options)),
-      observer_(std::move(observer)) {}
+      observer_(std::move(observer)),
+      pod_gpu_usage_(options_.keys.resource) {}
 
 Result<ReconcileResult> JobReconciler::Reconcile(const std::string& key) {
   const std::optional<kube::CachedObject> cached = caches_.jobs->Get(key);
@@ -269,14 +249,8 @@ Status JobReconciler::EnsureCreated(const kube::Store& cache, const kube::Resour
 
 int JobReconciler::FreeSlots(const JobSpec& spec, const std::vector<WorkerPod>& own_pods,
                              const std::set<std::string>& excluded) const {
-  std::map<std::string, int> used_gpus;
+  std::map<std::string, int> used_gpus = pod_gpu_usage_.UsedGpus(caches_.pods->List());
   std::map<std::string, int> own_on_node;
-  for (const kube::CachedObject& cached : caches_.pods->List()) {
-    const nlohmann::json pod = cached.ToJson();
-    const std::string node = pod["spec"].value("nodeName", "");
-    if (node.empty() || Finished(pod)) continue;
-    used_gpus[node] += RequestedGpus(pod, options_.keys.resource);
-  }
   int waiting = 0;
   for (const WorkerPod& pod : own_pods) {
     if (!Active(pod)) continue;

@@ -19,6 +19,7 @@
 #include "operator/controller/job_objects.h"
 #include "operator/controller/job_spec.h"
 #include "operator/controller/node_inventory.h"
+#include "operator/controller/pod_gpu_usage.h"
 #include "operator/controller/worker_plan.h"
 #include "operator/coordinator/coordinator_service.h"
 #include "operator/kube/cache/store.h"
@@ -122,6 +123,9 @@ class JobReconciler {
 
   std::mutex written_mutex_;
   std::map<std::string, Written> written_;  // by job uid
+  // Every trainer pod's node and GPUs, decoded once per version (FreeSlots runs every
+  // reconcile and sums over all of them).
+  mutable PodGpuUsage pod_gpu_usage_;  // a cache: FreeSlots is const
 };
 
 }  // namespace fulcrum::controller
