@@ -129,6 +129,12 @@ std::optional<LinearCost> Controller::PlanningCost(std::string_view id) const {
   return worker->planning_cost;
 }
 
+std::optional<int> Controller::MinimumUsefulBatchOf(std::string_view id) const {
+  const Worker* worker = Find(id);
+  if (worker == nullptr) return std::nullopt;
+  return worker->useful_batch.Minimum();
+}
+
 // Pools the models of workers that report the same GPU product (product_pool.h): members whose
 // own data cannot tell a from k take the pool's shape, and each worker plans with its pooled
 // cost. Workers without a product label, or alone with theirs, plan with their own fit.
@@ -184,9 +190,9 @@ Status Controller::AddWorker(const WorkerInfo& info) {
   const double speed = gpu ? gpu->relative_speed : 1.0;
   const int64_t memory = info.memory_bytes > 0 ? info.memory_bytes : (gpu ? gpu->memory_bytes : 0);
   const LinearCost prior = PriorFor(speed);
-  workers_.push_back(Worker{info, speed, ComputeTimeModel(prior, config_.fitter),
-                            MemoryModel(memory, info.max_batch, config_.memory_headroom), 0,
-                            prior});
+  workers_.push_back(
+      Worker{info, speed, ComputeTimeModel(prior, config_.fitter), MinimumUsefulBatch(),
+             MemoryModel(memory, info.max_batch, config_.memory_headroom), 0, prior});
   index_of_.emplace(info.id, workers_.size() - 1);
   std::erase(left_, info.id);
   joined_.push_back(info.id);
@@ -226,11 +232,36 @@ Status Controller::Observe(const StepReport& report) {
     Result<ObservationOutcome> outcome =
         worker->compute.Observe(report.local_batch / steps, report.compute_seconds / steps);
     if (!outcome.ok()) return outcome.error();
-    if (*outcome == ObservationOutcome::kRegimeChange) speed_change_pending_ = true;
+    if (*outcome == ObservationOutcome::kRegimeChange) {
+      speed_change_pending_ = true;
+      worker->useful_batch.Reset();
+    }
+    if (*outcome != ObservationOutcome::kOutlier) {
+      worker->useful_batch.Observe(micro_batch, report.compute_seconds / steps);
+    }
   }
   worker->memory.ObservePeak(micro_batch, report.peak_memory_bytes);
   communication_.Observe(report.step, report.comm_seconds);
   return Ok();
+}
+
+std::vector<int> Controller::MinBatches() const {
+  // A worker that must train gets at least its minimum useful batch; one allowed to idle
+  // (min_batch 0) keeps 0, which the line's fit reaches on its own when it cannot help.
+  std::vector<int> learned;
+  int64_t total = 0;
+  for (const Worker& worker : workers_) {
+    const int min_batch = worker.info.min_batch == 0
+                              ? 0
+                              : std::max(worker.info.min_batch, worker.useful_batch.Minimum());
+    learned.push_back(min_batch);
+    total += std::min(min_batch, worker.memory.MaxBatch());
+  }
+  if (total <= config_.global_batch) return learned;
+  // The learned minimums do not fit in B together: the users' minimums alone.
+  std::vector<int> users;
+  for (const Worker& worker : workers_) users.push_back(worker.info.min_batch);
+  return users;
 }
 
 PlanRequest Controller::BuildRequest() const {
@@ -246,13 +277,13 @@ PlanRequest Controller::BuildRequest() const {
     }
   }
   request.workers.reserve(workers_.size());
+  const std::vector<int> min_batches = MinBatches();
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     const Worker& worker = workers_[i];
     const int max_batch = std::min(worker.memory.MaxBatch(), config_.global_batch);
     request.workers.push_back({worker.info.id, worker.planning_cost.fixed_seconds,
                                worker.planning_cost.seconds_per_sample,
-                               std::min(worker.info.min_batch, max_batch), max_batch,
-                               current_batches[i]});
+                               std::min(min_batches[i], max_batch), max_batch, current_batches[i]});
   }
   return request;
 }
@@ -264,10 +295,18 @@ std::optional<std::string> Controller::ForcedReason() const {
   if (!left_.empty()) reasons.push_back("left: " + Join(left_));
   if (!out_of_memory_.empty()) reasons.push_back("out of memory: " + Join(out_of_memory_));
   if (!retuned_.empty()) reasons.push_back(Join(retuned_));
+  const std::vector<int> min_batches = MinBatches();
   for (const WorkerAssignment& assignment : plan_->workers) {
     const Worker* worker = Find(assignment.id);
     if (worker != nullptr && assignment.micro_batch > worker->memory.MaxBatch()) {
       reasons.push_back("memory cap of " + assignment.id + " fell below its batch");
+    }
+    const auto index = index_of_.find(assignment.id);
+    if (index != index_of_.end() && assignment.batch > 0 &&
+        assignment.batch < std::min(min_batches[index->second], worker->memory.MaxBatch())) {
+      reasons.push_back("batch " + std::to_string(assignment.batch) + " of " + assignment.id +
+                        " is slower than a bigger one (minimum useful batch " +
+                        std::to_string(min_batches[index->second]) + ")");
     }
   }
   if (reasons.empty()) return std::nullopt;

@@ -16,6 +16,7 @@
 #include "common/result.h"
 #include "operator/balancer/communication_model.h"
 #include "operator/balancer/memory_model.h"
+#include "operator/balancer/minimum_useful_batch.h"
 #include "operator/balancer/performance_model.h"
 #include "operator/balancer/plan.h"
 #include "operator/balancer/policy.h"
@@ -96,6 +97,9 @@ class Controller {
   // as of the last Decide).
   std::optional<LinearCost> FittedCost(std::string_view id) const;
   std::optional<LinearCost> PlanningCost(std::string_view id) const;
+  // The smallest micro-batch worth giving the worker (MinimumUsefulBatch); 1 when none is
+  // known to be slower than a bigger one. Plans give a worker no less (unless it may idle).
+  std::optional<int> MinimumUsefulBatchOf(std::string_view id) const;
   double TailSeconds() const { return communication_.TailSeconds(); }
 
  private:
@@ -103,6 +107,7 @@ class Controller {
     WorkerInfo info;
     double relative_speed;
     ComputeTimeModel compute;
+    MinimumUsefulBatch useful_batch;
     MemoryModel memory;
     int dithered_steps = 0;
     LinearCost planning_cost;  // pooled estimate, refreshed by PoolByProduct
@@ -113,6 +118,9 @@ class Controller {
   const Worker* Find(std::string_view id) const;
   LinearCost PriorFor(double relative_speed) const;
   void PoolByProduct();
+  // Per worker, the least batch a plan may give: the user's, raised to the learned minimum
+  // useful batch when all of those fit in B together.
+  std::vector<int> MinBatches() const;
   PlanRequest BuildRequest() const;
   std::optional<std::string> ForcedReason() const;
   void Adopt(Plan plan, std::string reason);

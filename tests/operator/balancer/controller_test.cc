@@ -407,5 +407,45 @@ TEST(Controller, ExplainsBadInputs) {
   EXPECT_EQ(controller.RemoveWorker("ghost").error().code, ErrorCode::kNotFound);
 }
 
+// Below some size a device runs a step slower than a bigger one (CPU threads or GPU SMs left
+// idle), which the line c(b) = a + k·b cannot say. A slow worker that the line would give a
+// batch or two gets no less than its minimum useful batch once its reports show the small
+// batch slower than one twice as big; with a healthy curve the same plan gives it less.
+std::vector<int> PlanAfterSlowWorkerReports(double seconds_at_batch_2) {
+  Controller controller = MakeController(Config(64));
+  EXPECT_TRUE(controller.AddWorker({"fast", "NVIDIA-A100-SXM4-80GB"}).ok());
+  EXPECT_TRUE(controller.AddWorker({"slow", "Tesla-T4"}).ok());
+  EXPECT_TRUE(controller.Decide(0).ok());
+  int64_t step = 0;
+  auto report = [&](const std::string& id, int batch, double seconds) {
+    StepReport observation = Report(id);
+    observation.step = step;
+    observation.local_batch = batch;
+    observation.compute_seconds = seconds;
+    observation.comm_seconds = 0.01;
+    EXPECT_TRUE(controller.Observe(observation).ok());
+  };
+  // The slow worker, measured at 8 and then at 2 samples, as plans and dither moved it; the
+  // fast one near its share. Fitted on these, the line puts the slow worker at a batch or two.
+  for (int batch : {8, 8, 8, 2, 2, 2}) {
+    ++step;
+    report("slow", batch, batch == 8 ? 0.100 : seconds_at_batch_2);
+    report("fast", 64 - batch, 0.01 + 0.0004 * (64 - batch));
+  }
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_TRUE(controller.Decide(++step).ok());
+    report("slow", controller.plan().workers[1].batch, 0.1);
+    report("fast", controller.plan().workers[0].batch, 0.03);
+  }
+  return PlannedBatches(controller);
+}
+
+TEST(Controller, NeverPlansABatchSlowerThanABiggerOneOnceReportsShowIt) {
+  const std::vector<int> healthy = PlanAfterSlowWorkerReports(/*seconds_at_batch_2=*/0.070);
+  const std::vector<int> pathological = PlanAfterSlowWorkerReports(/*seconds_at_batch_2=*/0.150);
+  EXPECT_LT(healthy[1], 3) << "with a healthy curve the slow worker gets a batch or two";
+  EXPECT_GE(pathological[1], 3) << "batch 2 took longer than batch 8: never plan it again";
+}
+
 }  // namespace
 }  // namespace fulcrum::balancer
