@@ -67,11 +67,18 @@ class Simulation {
     const std::vector<double> jitter = DrawJitter();
     const std::vector<double> compute = TrueComputeSeconds(decision->batches, accumulation, jitter);
     bool out_of_memory = false;
+    bool pathological = false;
     for (std::size_t i = 0; i < workers_.size(); ++i) {
       const GpuProfile& p = *workers_[i].profile;
       const int batch = decision->batches[i];
       out_of_memory = out_of_memory ||
                       (batch > 0 && PeakGiB(p, MicroBatch(batch, accumulation)) > p.memory_gib);
+      pathological =
+          pathological || (batch > 0 && Pathological(p, MicroBatch(batch, accumulation)));
+    }
+    if (pathological) {
+      ++run.pathological_steps;
+      run.last_pathological_step = step;
     }
     const double slowest = *std::max_element(compute.begin(), compute.end());
     const double step_seconds = slowest + scenario_.tail_seconds;
@@ -101,6 +108,13 @@ class Simulation {
   }
 
  private:
+  // A micro-batch that takes more than 10% longer (beyond timing noise) than the minimum
+  // efficient batch, which is bigger: c(b) / c(m) = 2 - b/m > 1.1.
+  static bool Pathological(const GpuProfile& p, int micro_batch) {
+    const double m = p.min_efficient_batch;
+    return m > 0 && micro_batch < m && 2.0 - micro_batch / m > 1.1;
+  }
+
   static int MicroBatch(int batch, int accumulation) {
     return (batch + accumulation - 1) / accumulation;
   }
@@ -126,6 +140,13 @@ class Simulation {
     for (std::size_t i = 0; i < workers_.size(); ++i) {
       if (batches[i] == 0) continue;
       const GpuProfile& p = *workers_[i].profile;
+      const int micro_batch = MicroBatch(batches[i], accumulation);
+      if (p.min_efficient_batch > 0 && micro_batch < p.min_efficient_batch) {
+        const double m = p.min_efficient_batch;
+        compute[i] = jitter[i] * workers_[i].slowdown * accumulation *
+                     (p.fixed_seconds + p.seconds_per_sample * m) * (2.0 - micro_batch / m);
+        continue;
+      }
       compute[i] = jitter[i] * workers_[i].slowdown *
                    (accumulation * p.fixed_seconds + p.seconds_per_sample * batches[i]);
     }

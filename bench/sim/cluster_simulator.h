@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "bench/sim/scenario.h"
-#include "operator/balancer/policy_kind.h"
 #include "common/result.h"
+#include "operator/balancer/policy_kind.h"
 
 namespace fulcrum::sim {
 
@@ -38,6 +38,10 @@ struct PolicyRun {
   double idle_fraction = 0.0;  // mean straggler idle fraction per step
   int plan_changes = 0;        // including the first plan
   int out_of_memory_steps = 0;
+  // Steps in which a worker ran a micro-batch more than 10% slower than its profile's
+  // min_efficient_batch, a bigger one, and the last such step (-1: none).
+  int pathological_steps = 0;
+  int64_t last_pathological_step = -1;
   std::vector<EventOutcome> events;  // the start first, then each scenario event
   std::vector<double> efficiency_per_step;
   std::vector<std::vector<int>> batches_per_step;  // what the workers ran, for --trace

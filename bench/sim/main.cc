@@ -34,6 +34,8 @@ ordered_json ToJson(const fulcrum::sim::PolicyRun& run, bool trace) {
                       {"idle_fraction", run.idle_fraction},
                       {"plan_changes", run.plan_changes},
                       {"out_of_memory_steps", run.out_of_memory_steps},
+                      {"pathological_steps", run.pathological_steps},
+                      {"last_pathological_step", run.last_pathological_step},
                       {"events", events}};
   if (trace) {
     out["efficiency_per_step"] = run.efficiency_per_step;

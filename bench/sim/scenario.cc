@@ -50,15 +50,21 @@ Result<GpuProfile> ReadProfile(const YAML::Node& node, const std::string& path) 
   Result<double> per_sample_memory =
       Read<double>(node, "memory_per_sample_gib", path, std::optional(0.0));
   Result<std::string> source = Read<std::string>(node, "source", path);
+  Result<int> min_efficient = Read<int>(node, "min_efficient_batch", path, std::optional(0));
   for (const Error* error :
        {product.ok() ? nullptr : &product.error(), fixed.ok() ? nullptr : &fixed.error(),
         per_sample.ok() ? nullptr : &per_sample.error(), memory.ok() ? nullptr : &memory.error(),
         base.ok() ? nullptr : &base.error(),
         per_sample_memory.ok() ? nullptr : &per_sample_memory.error(),
-        source.ok() ? nullptr : &source.error()}) {
+        source.ok() ? nullptr : &source.error(),
+        min_efficient.ok() ? nullptr : &min_efficient.error()}) {
     if (error != nullptr) return *error;
   }
-  profile = {*product, *fixed, *per_sample, *memory, *base, *per_sample_memory, *source};
+  profile = {*product,           *fixed,  *per_sample,   *memory, *base,
+             *per_sample_memory, *source, *min_efficient};
+  if (profile.min_efficient_batch < 0) {
+    return InvalidArgument(path + "min_efficient_batch", "must be >= 0 (0: none)");
+  }
   for (const Status& status :
        {RequireNonNegative(profile.fixed_seconds, path + "fixed_seconds"),
         RequirePositive(profile.seconds_per_sample, path + "seconds_per_sample"),

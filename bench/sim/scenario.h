@@ -20,6 +20,10 @@ struct GpuProfile {
   double memory_base_gib = 0.0;        // weights, optimizer state, workspace
   double memory_per_sample_gib = 0.0;  // activations per sample
   std::string source;                  // where the numbers come from
+  // 0: the line holds down to batch 1. Else below this micro-batch a step takes longer than
+  // at it, c(b) = c(m)·(2 − b/m): batch 1 about twice c(m), as measured on CPU (threads left
+  // idle); GPUs have a minimum efficient batch too. The line c(b) = a + k·b cannot say so.
+  int min_efficient_batch = 0;
 };
 
 struct WorkerGroup {

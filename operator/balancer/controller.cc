@@ -234,11 +234,16 @@ Status Controller::Observe(const StepReport& report) {
     if (!outcome.ok()) return outcome.error();
     if (*outcome == ObservationOutcome::kRegimeChange) {
       speed_change_pending_ = true;
-      worker->useful_batch.Reset();
+      // A new speed makes the old times incomparable. But the line's fitter also sees a
+      // "change" when the batch moves into or out of sizes the device runs slower than the
+      // line says: only a time that contradicts this size's own history is a new speed.
+      if (worker->useful_batch.Contradicts(micro_batch, report.compute_seconds / steps)) {
+        worker->useful_batch.Reset();
+      }
     }
-    if (*outcome != ObservationOutcome::kOutlier) {
-      worker->useful_batch.Observe(micro_batch, report.compute_seconds / steps);
-    }
+    // Outliers too: a pathological batch is slow by nature, and the per-size median ignores
+    // one-off pauses.
+    worker->useful_batch.Observe(micro_batch, report.compute_seconds / steps);
   }
   worker->memory.ObservePeak(micro_batch, report.peak_memory_bytes);
   communication_.Observe(report.step, report.comm_seconds);

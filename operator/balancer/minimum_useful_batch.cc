@@ -6,21 +6,18 @@
 #include <vector>
 
 namespace fulcrum::balancer {
-namespace {
-
-// The average follows the latest observations (a drift, a noisy neighbour) after a few.
-constexpr double kLatestWeight = 0.2;
-
-}  // namespace
-
 MinimumUsefulBatch::MinimumUsefulBatch(MinimumUsefulBatchConfig config) : config_(config) {}
 
 void MinimumUsefulBatch::Observe(int micro_batch, double seconds) {
   if (micro_batch <= 0 || !(seconds > 0.0)) return;
   Average& average = by_batch_[micro_batch];
+  average.seconds[static_cast<std::size_t>(average.count % kKept)] = seconds;
   ++average.count;
-  const double weight = std::max(kLatestWeight, 1.0 / average.count);
-  average.seconds += weight * (seconds - average.seconds);
+  std::vector<double> kept(average.seconds.begin(),
+                           average.seconds.begin() + std::min(average.count, kKept));
+  std::sort(kept.begin(), kept.end());
+  const std::size_t half = kept.size() / 2;
+  average.typical = kept.size() % 2 == 1 ? kept[half] : 0.5 * (kept[half - 1] + kept[half]);
   average.last_seen = ++observations_;
   if (by_batch_.size() > config_.max_batch_sizes) {
     by_batch_.erase(std::min_element(
@@ -28,6 +25,13 @@ void MinimumUsefulBatch::Observe(int micro_batch, double seconds) {
         [](const auto& x, const auto& y) { return x.second.last_seen < y.second.last_seen; }));
   }
   Recompute();
+}
+
+bool MinimumUsefulBatch::Contradicts(int micro_batch, double seconds) const {
+  const auto it = by_batch_.find(micro_batch);
+  if (it == by_batch_.end()) return false;
+  const double typical = it->second.typical;
+  return seconds > config_.margin * typical || seconds * config_.margin < typical;
 }
 
 void MinimumUsefulBatch::Reset() {
@@ -41,7 +45,7 @@ void MinimumUsefulBatch::Recompute() {
   // as big is the biggest pathological one. O(n log n) in the sizes kept, once per report.
   std::vector<std::pair<int, double>> known;
   for (const auto& [batch, average] : by_batch_) {
-    if (average.count >= config_.min_observations) known.emplace_back(batch, average.seconds);
+    if (average.count >= config_.min_observations) known.emplace_back(batch, average.typical);
   }
   std::vector<double> fastest_from(known.size() + 1, std::numeric_limits<double>::infinity());
   for (std::size_t i = known.size(); i-- > 0;) {
@@ -54,7 +58,9 @@ void MinimumUsefulBatch::Recompute() {
                          [](const auto& entry, int batch) { return entry.first < batch; });
     const auto from = static_cast<std::size_t>(twice - known.begin());
     if (known[i].second > config_.margin * fastest_from[from]) {
-      minimum_ = known[i].first + 1;  // everything up to the biggest pathological size is too
+      // Everything up to the biggest pathological size is too, and the sizes between it and
+      // the next one measured to be fine are unknown: that one is the least safe batch.
+      minimum_ = i + 1 < known.size() ? known[i + 1].first : known[i].first + 1;
       return;
     }
   }

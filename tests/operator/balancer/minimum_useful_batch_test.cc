@@ -22,7 +22,25 @@ TEST(MinimumUsefulBatch, ABatchSlowerThanOneTwiceAsBigAndAllBelowItAreNotWorthGi
   ObserveTimes(useful, 2, 0.028);
   ObserveTimes(useful, 8, 0.020);
   ObserveTimes(useful, 16, 0.030);
-  EXPECT_EQ(useful.Minimum(), 3);
+  // 2 is slower than 8 (which is not slower than 16): 1 and 2 are pathological, 3 to 7 unknown,
+  // 8 the smallest size measured to be fine.
+  EXPECT_EQ(useful.Minimum(), 8);
+}
+
+TEST(MinimumUsefulBatch, OnlyATimeOffFromItsSizesHistoryContradictsIt) {
+  MinimumUsefulBatch useful;
+  ObserveTimes(useful, 8, 0.020);
+  EXPECT_FALSE(useful.Contradicts(8, 0.021)) << "within the margin: noise";
+  EXPECT_TRUE(useful.Contradicts(8, 0.040)) << "twice as slow at the same size: a new speed";
+  EXPECT_FALSE(useful.Contradicts(1, 0.040)) << "a size never measured contradicts nothing";
+}
+
+TEST(MinimumUsefulBatch, OnePauseDoesNotMakeABatchPathological) {
+  MinimumUsefulBatch useful;
+  ObserveTimes(useful, 4, 0.014, 4);
+  useful.Observe(4, 0.050);  // a GC pause: the median of the last five ignores it
+  ObserveTimes(useful, 8, 0.018);
+  EXPECT_EQ(useful.Minimum(), 1);
 }
 
 TEST(MinimumUsefulBatch, NeighbouringSizesWithinTheMarginAreNoise) {
@@ -41,14 +59,14 @@ TEST(MinimumUsefulBatch, ASizeSeenOnceOrTwiceDoesNotCountYet) {
   ObserveTimes(useful, 8, 0.020);
   EXPECT_EQ(useful.Minimum(), 1);
   useful.Observe(1, 0.050);
-  EXPECT_EQ(useful.Minimum(), 2);
+  EXPECT_EQ(useful.Minimum(), 8);
 }
 
 TEST(MinimumUsefulBatch, ASpeedChangeForgetsWhatWasMeasured) {
   MinimumUsefulBatch useful;
   ObserveTimes(useful, 1, 0.050);
   ObserveTimes(useful, 8, 0.020);
-  ASSERT_EQ(useful.Minimum(), 2);
+  ASSERT_EQ(useful.Minimum(), 8);
   useful.Reset();
   EXPECT_EQ(useful.Minimum(), 1);
 }
@@ -57,7 +75,7 @@ TEST(MinimumUsefulBatch, KeepsOnlyTheMostRecentlySeenSizes) {
   MinimumUsefulBatch useful({.max_batch_sizes = 2});
   ObserveTimes(useful, 1, 0.050);
   ObserveTimes(useful, 8, 0.020);
-  ASSERT_EQ(useful.Minimum(), 2);
+  ASSERT_EQ(useful.Minimum(), 8);
   ObserveTimes(useful, 16, 0.030);  // 1 is the least recently seen: dropped
   EXPECT_EQ(useful.Minimum(), 1);
 }
