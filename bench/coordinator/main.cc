@@ -11,7 +11,6 @@
 //   fulcrum-coordinator-load [--streams 200,1600,3200] [--workers-per-job 8]
 //                            [--steps-per-second 2] [--warmup-seconds 10]
 //                            [--measure-seconds 20] [--churn-every-seconds 5] [--plaintext]
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +22,7 @@
 #include <thread>
 
 #include "bench/coordinator/emulated_job.h"
+#include "bench/coordinator/job_driver.h"
 #include "bench/coordinator/load_server.h"
 #include "bench/coordinator/process_usage.h"
 #include "bench/coordinator/server_process.h"
@@ -72,13 +72,6 @@ std::string RandomToken(std::mt19937_64& random) {
   return token;
 }
 
-double SelfCpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
 Result<nlohmann::json> ParseLine(const Result<std::string>& line) {
   if (!line.ok()) return line.error();
   try {
@@ -98,51 +91,40 @@ Counts Snapshot(const LoadCounters& c) {
           c.written.messages.load(), c.written.reports.load()};
 }
 
-// The driver: every job's due steps and heartbeats every 2 ms, on kThreads threads (each its
-// share of the jobs: one thread falls behind at 3,200 trainers, as their messages are
-// serialised on the thread that sends them), and the leaves and joins on the first.
+// The driver (JobDriver) and the churn: every --churn-every-seconds a trainer of a random,
+// fully trained job leaves, and a new pod takes its place --rejoin-after-seconds later.
 class Driver {
  public:
-  static constexpr std::size_t kThreads = 4;
-
   Driver(std::vector<std::unique_ptr<EmulatedJob>>& jobs, const LoadOptions& options)
-      : jobs_(jobs), options_(options), random_(options.seed) {
-    for (std::size_t shard = 0; shard < kThreads; ++shard) {
-      threads_.emplace_back([this, shard](std::stop_token stop) { Run(stop, shard); });
-    }
-  }
+      : jobs_(jobs),
+        options_(options),
+        random_(options.seed),
+        next_churn_(Clock::now() + Seconds(options.churn_every_seconds)),
+        driver_(jobs, kThreads, [this](Clock::time_point now) { Churn(now); }) {}
   int churn_events() const { return churn_events_.load(); }
 
  private:
-  void Run(std::stop_token stop, std::size_t shard) {
-    auto next_churn = Clock::now() + Seconds(options_.churn_every_seconds);
-    while (!stop.stop_requested()) {
-      const auto now = Clock::now();
-      for (std::size_t j = shard; j < jobs_.size(); j += kThreads) jobs_[j]->Tick(now);
-      if (shard == 0) {
-        if (options_.churn_every_seconds > 0 && now >= next_churn) {
-          next_churn = now + Seconds(options_.churn_every_seconds);
-          Churn(now);
-        }
-        std::erase_if(joins_, [&](const PendingJoin& join) {
-          if (now < join.at) return false;
-          join.job->Join(join.slot);
-          return true;
-        });
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-  }
+  static constexpr std::size_t kThreads = 4;
 
-  // A trainer of a random, fully trained job leaves; a new one takes its place later.
+  // On the driver's first thread.
   void Churn(Clock::time_point now) {
-    std::uniform_int_distribution<std::size_t> pick_job(0, jobs_.size() - 1);
-    EmulatedJob& job = *jobs_[pick_job(random_)];
-    if (!job.FullyTraining()) return;
-    const std::size_t slot = std::uniform_int_distribution<std::size_t>(0, job.size() - 1)(random_);
-    job.Leave(slot);
-    joins_.push_back({&job, slot, now + Seconds(options_.rejoin_after_seconds)});
-    ++churn_events_;
+    if (options_.churn_every_seconds > 0 && now >= next_churn_) {
+      next_churn_ = now + Seconds(options_.churn_every_seconds);
+      std::uniform_int_distribution<std::size_t> pick_job(0, jobs_.size() - 1);
+      EmulatedJob& job = *jobs_[pick_job(random_)];
+      if (job.FullyTraining()) {
+        const std::size_t slot =
+            std::uniform_int_distribution<std::size_t>(0, job.size() - 1)(random_);
+        job.Leave(slot);
+        joins_.push_back({&job, slot, now + Seconds(options_.rejoin_after_seconds)});
+        ++churn_events_;
+      }
+    }
+    std::erase_if(joins_, [&](const PendingJoin& join) {
+      if (now < join.at) return false;
+      join.job->Join(join.slot);
+      return true;
+    });
   }
 
   static Clock::duration Seconds(double seconds) {
@@ -157,9 +139,10 @@ class Driver {
   std::vector<std::unique_ptr<EmulatedJob>>& jobs_;
   const LoadOptions& options_;
   std::mt19937_64 random_;
-  std::vector<PendingJoin> joins_;  // the first thread's
+  Clock::time_point next_churn_;
+  std::vector<PendingJoin> joins_;
   std::atomic<int> churn_events_{0};
-  std::vector<std::jthread> threads_;  // last: started once everything they use exists
+  JobDriver driver_;  // last: its threads call Churn
 };
 
 Result<nlohmann::json> RunCase(const LoadOptions& options, int streams, const std::string& kind,

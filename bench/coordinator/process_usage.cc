@@ -1,5 +1,6 @@
 #include "bench/coordinator/process_usage.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -42,6 +43,15 @@ Result<ProcessUsage> ReadProcessUsage(pid_t pid) {
     }
   }
   return usage;
+}
+
+double SelfCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 }  // namespace fulcrum::bench

@@ -15,5 +15,7 @@ struct ProcessUsage {
 };
 
 Result<ProcessUsage> ReadProcessUsage(pid_t pid);
+// CPU seconds (user + system) this process has used, all threads.
+double SelfCpuSeconds();
 
 }  // namespace fulcrum::bench

@@ -12,8 +12,6 @@
 //        "tls_server_name": "" (optional), "jobs": [{"name": "ns/name", "token": "...",
 //        "trainers": [{"pod": "...", "node": "...", "product": "...", "memory_mib": 81920}]}]}
 // Prints one JSON line of counters every --report-seconds, and a last one on SIGTERM/SIGINT.
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <fstream>
@@ -23,6 +21,8 @@
 #include <thread>
 
 #include "bench/coordinator/emulated_job.h"
+#include "bench/coordinator/job_driver.h"
+#include "bench/coordinator/process_usage.h"
 
 namespace fulcrum::bench {
 namespace {
@@ -42,34 +42,6 @@ EmulatedGpu GpuFor(const std::string& product, int64_t memory_mib) {
   }
   return {product, memory_mib << 20, 0.02, 0.0125 / speed};
 }
-
-double SelfCpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-// Ticks every job every 2 ms on `threads` threads, each its share of the jobs (one thread
-// falls behind at thousands of trainers: their messages are serialised on the sending thread).
-class Driver {
- public:
-  Driver(std::vector<std::unique_ptr<EmulatedJob>>& jobs, std::size_t threads) : jobs_(jobs) {
-    for (std::size_t shard = 0; shard < threads; ++shard) {
-      threads_.emplace_back([this, shard, threads](std::stop_token stop) {
-        while (!stop.stop_requested()) {
-          const auto now = Clock::now();
-          for (std::size_t j = shard; j < jobs_.size(); j += threads) jobs_[j]->Tick(now);
-          std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        }
-      });
-    }
-  }
-
- private:
-  std::vector<std::unique_ptr<EmulatedJob>>& jobs_;
-  std::vector<std::jthread> threads_;  // last: started once what they use exists
-};
 
 nlohmann::json Counters(const LoadCounters& counters,
                         const std::vector<std::unique_ptr<EmulatedJob>>& jobs,
@@ -163,7 +135,7 @@ int Run(const Options& options, sigset_t signals) {
   {
     // Driving from the start: the trainers that connected first heartbeat while the others
     // still connect (a thousand TLS handshakes take seconds).
-    Driver driver(jobs, options.threads);
+    JobDriver driver(jobs, options.threads);
     for (std::size_t j = 0; j < jobs.size(); ++j) {
       // First steps spread over one step period, as independent jobs' are.
       jobs[j]->Start(start + std::chrono::microseconds(static_cast<int64_t>(
