@@ -38,25 +38,12 @@ import sys
 import tempfile
 import time
 
+from json_lines import read_json_lines  # this folder is on sys.path: run as a script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKEN = "membership-bench-token"
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3-torch; pyenv's python3 has no torch
 GOALS_SECONDS = {"kill": 2.0, "hang": 2.0, "join": 1.0}
-
-
-def read_json_lines(path):
-    lines = []
-    try:
-        with open(path) as handle:
-            for line in handle:
-                if line.startswith("{"):
-                    try:
-                        lines.append(json.loads(line))
-                    except ValueError:
-                        pass  # a line being written
-    except FileNotFoundError:
-        pass
-    return lines
 
 
 def step_lines(path):

@@ -36,21 +36,11 @@ import statistics
 import subprocess
 import sys
 
+from json_lines import read_json_lines  # this folder is on sys.path: run as a script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SLOWDOWNS = "1,2,4"
 SKIP_FRACTION = 0.3  # the steps local-train's samples/s leaves out (dither, first plans)
-
-
-def read_json_lines(path):
-    values = []
-    with open(path) as handle:
-        for line in handle:
-            if line.startswith("{"):
-                try:
-                    values.append(json.loads(line))
-                except ValueError:
-                    pass
-    return values
 
 
 def wall_samples_per_second(summary):
