@@ -34,6 +34,8 @@ Result<std::unique_ptr<RendezvousStore>> ConnectRendezvousStore(
 
 // Connects to the store at `rendezvous_address` ("host:port") under `prefix` (a fresh prefix
 // per generation, so keys of an aborted generation never mix in) and builds the Gloo group.
+// The process must ignore SIGPIPE (main.cc does): Gloo writes to its pairs' sockets without
+// MSG_NOSIGNAL, and a peer's Abort shuts those sockets down under a collective in flight.
 Result<std::unique_ptr<Collective>> ConnectGloo(const std::string& rendezvous_address,
                                                 const std::string& prefix,
                                                 const CollectiveOptions& options);

@@ -36,5 +36,11 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGTERM, OnStopSignal);
   std::signal(SIGINT, OnStopSignal);
+  // A write to a socket whose peer shut it down must fail that write (EPIPE), not kill the
+  // process. Gloo's TCP pairs write with plain writev (no MSG_NOSIGNAL; PyTorch's usual host,
+  // Python, ignores SIGPIPE), so without this a trainer that hung, was abandoned and resumes
+  // mid-all-reduce answers a peer's buffered request on a socket that peer's Abort shut down,
+  // and dies of SIGPIPE without a line of log instead of failing the step and rejoining.
+  std::signal(SIGPIPE, SIG_IGN);
   return fulcrum::trainer::RunTrainer(*flags, stop_signal);
 }
