@@ -59,19 +59,25 @@ def wall_samples_per_second(summary):
     return summary["global_batch"] * (steps[-1] - steps[0]) / (ends[steps[-1]] - ends[steps[0]])
 
 
+def run_json(command, failure):
+    """Runs a benchmark child that prints one JSON summary; adds the machine's load average
+    before and after (the machine is shared)."""
+    load_before = os.getloadavg()[0]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        sys.stderr.write(result.stderr)
+        raise SystemExit(failure)
+    summary = json.loads(result.stdout)
+    summary["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    return summary
+
+
 def run_ddp(python, steps, global_batch, image_size, hidden):
     """One PyTorch DDP run (bench/trainer/ddp_baseline.py) under Debian's python3-torch."""
     command = [python, os.path.join(ROOT, "bench", "trainer", "ddp_baseline.py"), "--slowdowns", SLOWDOWNS,
                "--steps", str(steps), "--global-batch", str(global_batch), "--image-size", str(image_size),
                "--hidden", str(hidden)]
-    load_before = os.getloadavg()[0]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        sys.stderr.write(result.stderr)
-        raise SystemExit(f"ddp_baseline.py failed under {python} (Debian's python3-torch is needed)")
-    summary = json.loads(result.stdout)
-    summary["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
-    return summary
+    return run_json(command, f"ddp_baseline.py failed under {python} (Debian's python3-torch is needed)")
 
 
 def eta_wall(summary):
@@ -182,13 +188,7 @@ def run(build_dir, policy, steps, global_batch, image_size, change=None, hidden=
     if change:
         command += ["--change", change]
     command += ["--", "--hidden", str(hidden), "--image-size", str(image_size), *extra]
-    load_before = os.getloadavg()[0]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        sys.stderr.write(result.stderr)
-        raise SystemExit(f"local-train failed for policy {policy}")
-    summary = json.loads(result.stdout)
-    summary["load_average"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    summary = run_json(command, f"local-train failed for policy {policy}")
     summary["wall_samples_per_second"] = wall_samples_per_second(summary)
     started = [l for l in read_json_lines(os.path.join(summary["workdir"], "trainer-0.log")) if l.get("msg") == "started"]
     summary["parameters"] = started[0].get("parameters") if started else None
