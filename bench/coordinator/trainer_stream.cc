@@ -30,13 +30,10 @@ bool TrainerStream::Send(fulcrum::v1::TrainerMessage message) {
   fulcrum::v1::TrainerMessage* next = nullptr;
   {
     std::lock_guard lock(mutex_);
-    if (closed_ || queue_.size() >= kMaxQueued) return false;
-    queue_.push_back(std::move(message));
-    if (writing_) return true;  // OnWriteDone starts it
-    writing_ = true;
-    next = &queue_.front();  // a deque keeps references to its elements across push_back
+    if (closed_ || writes_.size() >= kMaxQueued) return false;
+    next = writes_.Push(std::move(message));
   }
-  StartWrite(next);
+  if (next != nullptr) StartWrite(next);  // else OnWriteDone starts it
   return true;
 }
 
@@ -65,21 +62,15 @@ void TrainerStream::OnWriteDone(bool ok) {
     std::lock_guard lock(mutex_);
     if (ok) {
       written_.messages.fetch_add(1, std::memory_order_relaxed);
-      if (queue_.front().has_step_report())
+      if (writes_.in_flight().has_step_report()) {
         written_.reports.fetch_add(1, std::memory_order_relaxed);
-    }
-    queue_.pop_front();
-    if (!ok) {
+      }
+    } else {
       broken_ = true;
-      queue_.clear();
     }
-    if (queue_.empty()) {
-      writing_ = false;
-      return;
-    }
-    next = &queue_.front();
+    next = writes_.Written(/*drop_rest=*/!ok);
   }
-  StartWrite(next);
+  if (next != nullptr) StartWrite(next);
 }
 
 void TrainerStream::OnDone(const grpc::Status& status) {

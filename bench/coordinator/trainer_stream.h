@@ -11,12 +11,12 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 
 #include "fulcrum/v1/coordinator.grpc.pb.h"
+#include "operator/coordinator/ordered_writes.h"
 
 namespace fulcrum::bench {
 
@@ -64,8 +64,7 @@ class TrainerStream final
   fulcrum::v1::CoordinatorMessage incoming_;
   mutable std::mutex mutex_;
   std::condition_variable finished_;
-  std::deque<fulcrum::v1::TrainerMessage> queue_;  // front() is being written while writing_
-  bool writing_ = false;
+  coordinator::OrderedWrites<fulcrum::v1::TrainerMessage> writes_;
   bool closed_ = false;  // by Close: the hold is released, nothing more may start
   bool done_ = false;
   grpc::Status status_;

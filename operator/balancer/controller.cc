@@ -129,12 +129,6 @@ std::optional<LinearCost> Controller::PlanningCost(std::string_view id) const {
   return worker->planning_cost;
 }
 
-std::optional<int> Controller::MinimumUsefulBatchOf(std::string_view id) const {
-  const Worker* worker = Find(id);
-  if (worker == nullptr) return std::nullopt;
-  return worker->useful_batch.Minimum();
-}
-
 // Pools the models of workers that report the same GPU product (product_pool.h): members whose
 // own data cannot tell a from k take the pool's shape, and each worker plans with its pooled
 // cost. Workers without a product label, or alone with theirs, plan with their own fit.
@@ -302,16 +296,17 @@ std::optional<std::string> Controller::ForcedReason() const {
   if (!retuned_.empty()) reasons.push_back(Join(retuned_));
   const std::vector<int> min_batches = MinBatches();
   for (const WorkerAssignment& assignment : plan_->workers) {
-    const Worker* worker = Find(assignment.id);
-    if (worker != nullptr && assignment.micro_batch > worker->memory.MaxBatch()) {
+    const auto index = index_of_.find(assignment.id);
+    if (index == index_of_.end()) continue;
+    const Worker& worker = workers_[index->second];
+    if (assignment.micro_batch > worker.memory.MaxBatch()) {
       reasons.push_back("memory cap of " + assignment.id + " fell below its batch");
     }
-    const auto index = index_of_.find(assignment.id);
-    if (index != index_of_.end() && assignment.batch > 0 &&
-        assignment.batch < std::min(min_batches[index->second], worker->memory.MaxBatch())) {
+    const int min_batch = min_batches[index->second];
+    if (assignment.batch > 0 && assignment.batch < std::min(min_batch, worker.memory.MaxBatch())) {
       reasons.push_back("batch " + std::to_string(assignment.batch) + " of " + assignment.id +
                         " is slower than a bigger one (minimum useful batch " +
-                        std::to_string(min_batches[index->second]) + ")");
+                        std::to_string(min_batch) + ")");
     }
   }
   if (reasons.empty()) return std::nullopt;

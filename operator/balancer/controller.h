@@ -97,9 +97,6 @@ class Controller {
   // as of the last Decide).
   std::optional<LinearCost> FittedCost(std::string_view id) const;
   std::optional<LinearCost> PlanningCost(std::string_view id) const;
-  // The smallest micro-batch worth giving the worker (MinimumUsefulBatch); 1 when none is
-  // known to be slower than a bigger one. Plans give a worker no less (unless it may idle).
-  std::optional<int> MinimumUsefulBatchOf(std::string_view id) const;
   double TailSeconds() const { return communication_.TailSeconds(); }
 
  private:

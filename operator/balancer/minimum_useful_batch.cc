@@ -6,6 +6,7 @@
 #include <vector>
 
 namespace fulcrum::balancer {
+
 MinimumUsefulBatch::MinimumUsefulBatch(MinimumUsefulBatchConfig config) : config_(config) {}
 
 void MinimumUsefulBatch::Observe(int micro_batch, double seconds) {

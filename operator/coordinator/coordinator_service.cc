@@ -3,10 +3,10 @@
 #include <pthread.h>
 
 #include <chrono>
-#include <deque>
 #include <utility>
 
 #include "common/log.h"
+#include "operator/coordinator/ordered_writes.h"
 
 namespace fulcrum::coordinator {
 namespace {
@@ -112,8 +112,9 @@ struct CoordinatorService::Job {
 // dropped in OnDone.
 //
 // Writes go one at a time, in order, from a queue (gRPC allows one outstanding write per
-// stream). The stream ends with Finish once nothing is being written, and nothing is written
-// after Finish: `finishing_` and `writing_` under `mutex_` keep the two apart.
+// stream, OrderedWrites). The stream ends with Finish once nothing is being written, and
+// nothing is written after Finish: `finishing_` and `writes_` under `mutex_` keep the two
+// apart.
 class CoordinatorService::Stream final
     : public grpc::ServerBidiReactor<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>,
       public std::enable_shared_from_this<Stream> {
@@ -139,17 +140,14 @@ class CoordinatorService::Stream final
     {
       std::lock_guard lock(mutex_);
       if (finishing_) return true;  // ending anyway; the trainer reconnects and is told again
-      if (queue_.size() >= service_.limits_.max_queued_messages) {
+      if (writes_.size() >= service_.limits_.max_queued_messages) {
         if (!overflowed_) context_->TryCancel();
         overflowed_ = true;
         return false;
       }
-      queue_.push_back(std::move(message));
-      if (writing_) return true;  // OnWriteDone writes it
-      writing_ = true;
-      next = &queue_.front();  // a deque keeps references to its elements across push_back
+      next = writes_.Push(std::move(message));
     }
-    StartWrite(next);
+    if (next != nullptr) StartWrite(next);  // else OnWriteDone writes it
     return true;
   }
 
@@ -199,17 +197,10 @@ class CoordinatorService::Stream final
     std::optional<grpc::Status> finish;
     {
       std::lock_guard lock(mutex_);
-      queue_.pop_front();
-      if (!ok) queue_.clear();  // the stream is gone; the read side notices and ends it
-      if (queue_.empty() || finishing_) {
-        writing_ = false;
-        if (finishing_ && !finished_) {
-          finished_ = true;
-          finish = *finishing_;
-        }
-      } else {
-        next = &queue_.front();
-      }
+      // Not ok: the stream is gone (the read side notices and ends it). Ending: nothing more
+      // is written, and the write just done was the last before Finish.
+      next = writes_.Written(/*drop_rest=*/!ok || finishing_.has_value());
+      if (next == nullptr && finishing_) finish = *finishing_;
     }
     if (finish) {
       Finish(*finish);
@@ -230,8 +221,7 @@ class CoordinatorService::Stream final
       std::lock_guard lock(mutex_);
       if (finishing_) return;
       finishing_ = std::move(status);
-      if (writing_) return;  // OnWriteDone finishes
-      finished_ = true;
+      if (writes_.writing()) return;  // OnWriteDone finishes
     }
     Finish(*finishing_);
   }
@@ -244,10 +234,8 @@ class CoordinatorService::Stream final
   std::shared_ptr<Job> job_;              // after a Hello it accepted
   std::string pod_;
   std::mutex mutex_;
-  std::deque<fulcrum::v1::CoordinatorMessage> queue_;  // front() is being written while writing_
-  bool writing_ = false;
+  OrderedWrites<fulcrum::v1::CoordinatorMessage> writes_;
   std::optional<grpc::Status> finishing_;
-  bool finished_ = false;
   bool overflowed_ = false;
 };
 
