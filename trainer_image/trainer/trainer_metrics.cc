@@ -1,18 +1,20 @@
 #include "trainer_image/trainer/trainer_metrics.h"
 
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 
 #include <cmath>
+
+#include "common/http_endpoints.h"
 
 namespace fulcrum::trainer {
 
 struct TrainerMetrics::Impl {
-  std::unique_ptr<prometheus::Exposer> exposer;
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<HttpEndpoints> server;  // after the registry it reads: stops before it goes
   prometheus::Histogram* step_seconds = nullptr;
   prometheus::Counter* samples = nullptr;
   prometheus::Gauge* local_batch = nullptr;
@@ -29,13 +31,13 @@ Result<std::unique_ptr<TrainerMetrics>> TrainerMetrics::Start(const std::string&
                                                               const std::string& pod) {
   auto impl = std::make_unique<Impl>();
   if (port >= 0) {
-    try {
-      impl->exposer = std::make_unique<prometheus::Exposer>(host + ":" + std::to_string(port));
-    } catch (const std::exception& error) {
-      return InvalidArgument("--metrics-port", "cannot listen on " + host + ":" +
-                                                   std::to_string(port) + ": " + error.what());
-    }
-    impl->exposer->RegisterCollectable(impl->registry);
+    const prometheus::Registry* registry = impl->registry.get();
+    Result<std::unique_ptr<HttpEndpoints>> server = HttpEndpoints::Start(
+        host + ":" + std::to_string(port), {},
+        [registry] { return prometheus::TextSerializer().Serialize(registry->Collect()); },
+        "--metrics-port");
+    if (!server.ok()) return server.error();
+    impl->server = std::move(server).value();
   }
   const prometheus::Labels labels = {{"job_name", job}, {"pod", pod}};
   impl->step_seconds = &prometheus::BuildHistogram()
@@ -61,9 +63,7 @@ Result<std::unique_ptr<TrainerMetrics>> TrainerMetrics::Start(const std::string&
 }
 
 int TrainerMetrics::port() const {
-  if (!impl_->exposer) return -1;
-  const auto ports = impl_->exposer->GetListeningPorts();
-  return ports.empty() ? -1 : ports.front();
+  return impl_->server ? impl_->server->port() : -1;
 }
 
 void TrainerMetrics::ObserveStep(double step_seconds, int local_batch, double loss,

@@ -1,4 +1,5 @@
-// Prometheus metrics of one trainer on --metrics-port (prometheus-cpp pull exposer).
+// Prometheus metrics of one trainer on --metrics-port (prometheus-cpp's registry, served by
+// common/http_endpoints).
 #pragma once
 
 #include <memory>

@@ -17,10 +17,10 @@
 #include <optional>
 #include <thread>
 
+#include "common/http_endpoints.h"
 #include "common/log.h"
 #include "operator/cmd/fulcrum_operator/coordinator_endpoint.h"
 #include "operator/cmd/fulcrum_operator/coordinator_tls.h"
-#include "operator/cmd/fulcrum_operator/http_endpoints.h"
 #include "operator/cmd/fulcrum_operator/operator_config.h"
 #include "operator/cmd/fulcrum_operator/operator_metrics.h"
 #include "operator/controller/job_controller.h"
@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
     }
   };
 
-  operator_main::Probes probes{
+  Probes probes{
       .healthy = [] { return Ok(); },
       // Ready once the caches are warm: a replica that may become leader can act at once.
       .ready = [&controller]() -> Status {
@@ -208,11 +208,10 @@ int main(int argc, char** argv) {
       },
   };
   auto metrics_text = [&metrics] { return metrics.Serialize(); };
-  auto health =
-      operator_main::HttpEndpoints::Start(config->health_listen, probes, {}, "health.listen");
+  auto health = HttpEndpoints::Start(config->health_listen, probes, {}, "health.listen");
   if (!health.ok()) return Fail(kStartFailure, health.error());
-  auto metrics_server = operator_main::HttpEndpoints::Start(config->metrics_listen, {},
-                                                            metrics_text, "metrics.listen");
+  auto metrics_server =
+      HttpEndpoints::Start(config->metrics_listen, {}, metrics_text, "metrics.listen");
   if (!metrics_server.ok()) return Fail(kStartFailure, metrics_server.error());
   log::Info(kComponent, "", "started",
             {{"identity", config->leader_election.identity},

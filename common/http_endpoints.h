@@ -1,6 +1,9 @@
-// fulcrum-operator's plain HTTP endpoints: /healthz and /readyz for the kubelet's probes, and
-// /metrics for Prometheus. One server serves whichever of them it is given, so the operator can
-// run one on its health address and one on its metrics address, or one for both.
+// Plain HTTP endpoints: /healthz and /readyz for the kubelet's probes, and /metrics for
+// Prometheus. One server serves whichever of them it is given, so fulcrum-operator can run one
+// on its health address and one on its metrics address, or one for both; fulcrum-trainer runs a
+// metrics-only one. (Not prometheus-cpp's Exposer: its civetweb asks for 100 KiB thread stacks,
+// which glibc refuses in a process whose static TLS is larger, as the trainer's is with
+// libtorch, OpenBLAS and glog loaded: 110 KiB. The Exposer then failed to start.)
 #pragma once
 
 #include <functional>
@@ -9,7 +12,7 @@
 
 #include "common/result.h"
 
-namespace fulcrum::operator_main {
+namespace fulcrum {
 
 // An empty function leaves its path unserved (404), e.g. probes on a metrics-only server.
 struct Probes {
@@ -39,4 +42,4 @@ class HttpEndpoints {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace fulcrum::operator_main
+}  // namespace fulcrum

@@ -1,4 +1,4 @@
-#include "operator/cmd/fulcrum_operator/http_endpoints.h"
+#include "common/http_endpoints.h"
 
 #include <arpa/inet.h>
 #include <cpprest/http_listener.h>
@@ -13,7 +13,7 @@
 #include <exception>
 #include <utility>
 
-namespace fulcrum::operator_main {
+namespace fulcrum {
 namespace {
 
 using web::http::http_request;
@@ -196,4 +196,4 @@ Result<std::unique_ptr<HttpEndpoints>> HttpEndpoints::Start(
   return Error{ErrorCode::kFailedPrecondition, last_error, setting_name};
 }
 
-}  // namespace fulcrum::operator_main
+}  // namespace fulcrum

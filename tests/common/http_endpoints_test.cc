@@ -1,6 +1,6 @@
 // HttpEndpoints on loopback, fetched with cpprestsdk's client like the kubelet and Prometheus
 // would: probes, metrics, unknown paths and methods, and listen addresses that cannot work.
-#include "operator/cmd/fulcrum_operator/http_endpoints.h"
+#include "common/http_endpoints.h"
 
 // gtest must come before cpprest, whose headers define a macro named U.
 // clang-format off
@@ -16,7 +16,7 @@
 
 #include <atomic>
 
-namespace fulcrum::operator_main {
+namespace fulcrum {
 namespace {
 
 using ::testing::HasSubstr;
@@ -180,4 +180,4 @@ TEST(HttpEndpoints, StopsListeningWhenDestroyed) {
 }
 
 }  // namespace
-}  // namespace fulcrum::operator_main
+}  // namespace fulcrum
