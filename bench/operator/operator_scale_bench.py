@@ -255,13 +255,24 @@ rules:
                 totals[verb] += float(value)
         return totals
 
+    def reconciles(self):
+        """The operator's reconciles so far: how many, and their wall seconds in all."""
+        found = {"count": 0.0, "sum": 0.0}
+        for line in self.scrape(self.metrics).splitlines():
+            for field in found:
+                if line.startswith(f"fulcrum_operator_reconcile_duration_seconds_{field} "):
+                    found[field] = float(line.rsplit(" ", 1)[1])
+        return found
+
     def window(self, seconds, label):
         say(f"{label}: measuring for {seconds} s")
         before = self.threads()
         api_before = self.apiserver_requests_by_verb()
         load_before = os.getloadavg()
         trainers_before = self.trainer_counters()
+        reconciles_before = self.reconciles()
         time.sleep(seconds)
+        reconciles_after = self.reconciles()
         after = self.threads()
         api_after = self.apiserver_requests_by_verb()
         trainers_after = self.trainer_counters()
@@ -291,6 +302,11 @@ rules:
             # coordinator's (gRPC starts and ends threads; the controller's live as long as it).
             "coordinator_cpu_cores": round((total - (sum(cpu.values()) - coordinator)) / elapsed, 4),
             "controller_cpu_cores": round((sum(cpu.values()) - coordinator) / elapsed, 4),
+            "reconciles_per_minute": round(
+                (reconciles_after["count"] - reconciles_before["count"]) / minutes, 1),
+            "reconcile_mean_wall_ms": round(
+                1000 * (reconciles_after["sum"] - reconciles_before["sum"])
+                / max(1.0, reconciles_after["count"] - reconciles_before["count"]), 2),
             "api_requests": len(requests),
             "api_requests_per_minute_by_verb": {k: round(v / minutes, 1) for k, v in sorted(by_verb.items())},
             "api_requests_by_verb_and_resource": dict(sorted(by_kind.items())),

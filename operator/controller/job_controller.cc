@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "operator/controller/job_change.h"
 
 namespace fulcrum::controller {
 namespace {
@@ -28,6 +29,7 @@ JobController::JobController(std::shared_ptr<kube::ApiClient> client,
                              JobObserver job_observer, ControllerObserver observer)
     : options_(std::move(options)),
       observer_(std::move(observer)),
+      coordinator_(coordinator),
       inventory_(options_.reconciler.keys, options_.tolerated_taint_keys),
       jobs_(client, HeteroTrainingJobs(), Watching(options_.watch_namespace)),
       // Only what the operator made: least privilege in what it caches, and small caches.
@@ -47,8 +49,11 @@ JobController::JobController(std::shared_ptr<kube::ApiClient> client,
   (void)pods_.AddIndex(kube::indexes::kOwnerUid, kube::indexes::ByOwnerUid());
   jobs_.AddEventHandler({
       .on_add = [this](const kube::CachedObject& job) { Enqueue(job.key()); },
-      .on_update = [this](const kube::CachedObject&,
-                          const kube::CachedObject& job) { Enqueue(job.key()); },
+      // Not for a status-only update: that is the operator's own status write coming back.
+      .on_update =
+          [this](const kube::CachedObject& before, const kube::CachedObject& job) {
+            if (ChangedBeyondStatus(before.ToJson(), job.ToJson())) Enqueue(job.key());
+          },
       .on_delete = [this](const kube::CachedObject& job) { Enqueue(job.key()); },
   });
   const kube::ResourceEventHandler to_owner = {
@@ -63,6 +68,10 @@ JobController::JobController(std::shared_ptr<kube::ApiClient> client,
   network_policies_.AddEventHandler(to_owner);
   // A node's change can free or take capacity, or lose a worker: every job looks again.
   FeedInventory(nodes_, inventory_, [this](const std::string&) { EnqueueAll(); });
+  // A job's coordinator sent its trainers a generation, a plan or a control: reconcile it now
+  // (its status changed) rather than on the next running resync. Coordinator job names are
+  // the jobs' keys, NAMESPACE/NAME.
+  coordinator.SetJobChangeObserver([this](std::string_view job) { Enqueue(std::string(job)); });
   coordinator.SetNodeProductLookup([this](const std::string& node) {
     const std::optional<GpuNode> known = inventory_.Get(node);
     return known ? known->product : std::string();
@@ -70,6 +79,7 @@ JobController::JobController(std::shared_ptr<kube::ApiClient> client,
 }
 
 JobController::~JobController() {
+  coordinator_.SetJobChangeObserver({});
   std::shared_ptr<kube::WorkQueue> queue;
   {
     std::lock_guard lock(queue_mutex_);

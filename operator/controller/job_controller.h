@@ -64,6 +64,7 @@ class JobController {
 
   JobControllerOptions options_;
   ControllerObserver observer_;
+  coordinator::CoordinatorService& coordinator_;
   NodeInventory inventory_;
   kube::Informer jobs_;
   kube::Informer pods_;

@@ -52,8 +52,11 @@ struct ReconcilerOptions {
   GpuLabelKeys keys;
   std::chrono::milliseconds status_min_interval{5'000};
   // A job that trains is reconciled again this often, to carry the coordinator's progress
-  // into its status (the coordinator is not a watched resource).
-  std::chrono::milliseconds running_resync{3'000};
+  // into its status and metrics (the coordinator is not a watched resource). What else changes
+  // (a generation, a plan) queues the job at once (CoordinatorService::SetJobChangeObserver),
+  // so this only paces progress, which status.minInterval paces anyway: every 3 s cost a
+  // running job's reconcile (building its status) once more per 5 s for nothing.
+  std::chrono::milliseconds running_resync{5'000};
   // How long a trainer gets to checkpoint and exit after a STOP (suspend) before its pod is
   // deleted anyway.
   std::chrono::milliseconds stop_grace{60'000};

@@ -304,6 +304,11 @@ void CoordinatorService::SetStepObserver(std::function<void(const StepCompletion
   step_observer_ = std::move(observer);
 }
 
+void CoordinatorService::SetJobChangeObserver(std::function<void(std::string_view job)> observer) {
+  std::lock_guard lock(change_observer_mutex_);
+  change_observer_ = std::move(observer);
+}
+
 bool CoordinatorService::HasJob(const std::string& name) const {
   return FindJob(name) != nullptr;
 }
@@ -358,6 +363,10 @@ void CoordinatorService::Deliver(Job& job, Outbox& out) {
                 "a trainer does not read its messages; cancelling its stream",
                 {{"pod", message.pod}, {"queued", limits_.max_queued_messages}});
     }
+  }
+  if (!out.empty()) {
+    std::lock_guard lock(change_observer_mutex_);
+    if (change_observer_) change_observer_(job.session.config().name);
   }
   out.clear();
 }

@@ -77,6 +77,12 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::CallbackServic
   // Called on a gRPC thread for every completed step (a metric, a benchmark); it must be
   // quick and must not call back into the service. Set it before the server starts.
   void SetStepObserver(std::function<void(const StepCompletion&)> observer);
+  // Called with a job's name whenever the coordinator sent its trainers something (a new
+  // generation, a plan, a control): what the job's status shows has changed, so the operator
+  // reconciles it now instead of polling. Called under the job's lock on a gRPC or ticker
+  // thread; it must be quick and must not call back into the service. May be set and cleared
+  // (an empty function) at any time: once cleared, it is not running and is not called again.
+  void SetJobChangeObserver(std::function<void(std::string_view job)> observer);
 
   grpc::ServerBidiReactor<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>* Session(
       grpc::CallbackServerContext* context) override;
@@ -110,6 +116,8 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::CallbackServic
   std::map<grpc::CallbackServerContext*, std::optional<Clock::time_point>> streams_;
   mutable std::mutex lookup_mutex_;
   std::function<std::string(const std::string& node)> node_product_;
+  std::mutex change_observer_mutex_;  // held while it runs: clearing it waits for a call
+  std::function<void(std::string_view job)> change_observer_;
   std::function<void(const StepCompletion&)> step_observer_;  // set before serving
   std::jthread ticker_;
 };

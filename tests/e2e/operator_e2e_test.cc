@@ -222,6 +222,19 @@ class OperatorE2E : public ::testing::Test {
       reasons.insert(event.value("reason", ""));
     return reasons;
   }
+  // Messages of the Events with this reason, each with the times it was recorded (its count).
+  std::vector<std::pair<std::string, int>> EventMessages(const std::string& reason) const {
+    std::vector<std::pair<std::string, int>> messages;
+    const json events = GetJson("events");
+    for (const json& event : events.value("items", json::array())) {
+      if (event.value("reason", "") != reason) continue;
+      // events.k8s.io's series count (the operator's recorder), else core/v1's count.
+      const json series = event.value("series", json::object());
+      messages.emplace_back(event.value("message", ""),
+                            std::max(1, series.value("count", event.value("count", 1))));
+    }
+    return messages;
+  }
   std::string Describe(const std::string& job) const {
     return Kubectl("describe htj " + job).output;
   }
@@ -247,6 +260,17 @@ TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithout
   std::set<std::string> nodes;
   for (const auto& [name, pod] : Pods()) nodes.insert(pod["spec"].value("nodeName", ""));
   EXPECT_EQ(nodes, (std::set<std::string>{"a100-local-0", "v100-local-0", "t4-local-0"}));
+  // One CreatedWorker Event names every pod a reconcile made, not one Event write per pod:
+  // every pod is named, in fewer Event writes than pods.
+  int created_event_writes = 0;
+  std::string created_messages;
+  for (const auto& [message, count] : EventMessages("CreatedWorker")) {
+    created_event_writes += count;
+    created_messages += message + "\n";
+  }
+  for (const auto& [name, pod] : Pods())
+    EXPECT_NE(created_messages.find(name), std::string::npos) << created_messages;
+  EXPECT_LT(created_event_writes, 3) << created_messages;
   // The trainers' ports are closed to other pods by a NetworkPolicy the job owns.
   const json policy = GetJson("networkpolicy mixed-gpus-trainers");
   EXPECT_EQ(policy["spec"]["podSelector"]["matchLabels"]["fulcrum.dev/job"], "mixed-gpus")

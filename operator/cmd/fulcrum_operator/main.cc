@@ -75,7 +75,10 @@ int main(int argc, char** argv) {
       kube::LoadDefaultConfig(config->kubeconfig, "", kube::ProcessEnvironment());
   if (!cluster.ok())
     return Fail(kInvalidInput, Error{cluster.error().code, cluster.error().message, "kubeconfig"});
-  auto rest = kube::RestClient::Create(*cluster);
+  kube::RestOptions rest_options;
+  rest_options.qps = config->kube_api_qps;
+  rest_options.burst = config->kube_api_burst;
+  auto rest = kube::RestClient::Create(*cluster, rest_options);
   if (!rest.ok())
     return Fail(kInvalidInput, Error{rest.error().code, rest.error().message, "kubeconfig"});
   auto client =
@@ -124,6 +127,8 @@ int main(int argc, char** argv) {
   options.reconciler.coordinator_ca = coordinator_ca;
   options.reconciler.keys = config->gpu_labels;
   options.reconciler.status_min_interval = config->status_min_interval;
+  // Progress is written at most this often, so a running job need not be looked at more often.
+  options.reconciler.running_resync = config->status_min_interval;
   controller::JobObserver job_observer{
       .updated =
           [&metrics](const std::string& ns, const std::string& name, const std::string& phase,

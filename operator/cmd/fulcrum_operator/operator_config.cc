@@ -95,6 +95,22 @@ Apply CountOf(Field field, int lowest, int highest) {  // field(config) -> an in
   };
 }
 
+// A rate in requests per second: a positive number, at most `highest`.
+template <typename Field>
+Apply RateOf(Field field, double highest) {  // field(config) -> double&
+  return [=](OperatorConfig& config, const std::string& value, const std::string& where) -> Status {
+    double rate = 0;
+    const char* end = value.data() + value.size();
+    if (std::from_chars(value.data(), end, rate).ptr != end || !(rate > 0) || rate > highest) {
+      return InvalidArgument(where, "expected requests per second, a number above 0 and at most " +
+                                        std::to_string(static_cast<int>(highest)) + ", got \"" +
+                                        value + "\"");
+    }
+    field(config) = rate;
+    return Ok();
+  };
+}
+
 // host:port with a port in 1..65535 (host may be empty: every interface); port 0 (any free
 // port, printed at start) where `any_port` allows it, for the listening addresses.
 Status CheckListen(const std::string& value, const std::string& where, bool any_port) {
@@ -203,6 +219,11 @@ const std::vector<Setting>& Settings() {
            [](OperatorConfig& c) -> std::chrono::milliseconds& { return c.status_min_interval; })},
       {"workers", "--workers", "jobs reconciled at once",
        CountOf([](OperatorConfig& c) -> int& { return c.workers; }, 1, 64)},
+      {"kubeApi.qps", "--kube-api-qps",
+       "requests per second to the API server, on average (50; 200 jobs start in a minute)",
+       RateOf([](OperatorConfig& c) -> double& { return c.kube_api_qps; }, 10'000)},
+      {"kubeApi.burst", "--kube-api-burst", "requests to the API server at once, above qps (100)",
+       CountOf([](OperatorConfig& c) -> int& { return c.kube_api_burst; }, 1, 100'000)},
   };
   return settings;
 }

@@ -48,6 +48,12 @@ struct OperatorConfig {
   // jobs at 40 writes/s to the API server (docs/benchmarks.md, "Operator at scale").
   std::chrono::milliseconds status_min_interval{5'000};
   int workers = 2;  // jobs reconciled at once
+  // Client-side limit on requests to the API server. Starting a job takes about 15 requests
+  // (pods, Secret, Service, NetworkPolicy, finalizer, an Event, status), so 50/s starts 200
+  // jobs in a minute; kube-scheduler's defaults, where controller-runtime's 20/30 took 225 s
+  // (docs/benchmarks.md, "Operator at scale").
+  double kube_api_qps = 50;
+  int kube_api_burst = 100;
 };
 
 // `args` without the program name. Help (--help) comes back as kFailedPrecondition with the

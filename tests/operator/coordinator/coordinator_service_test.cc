@@ -186,6 +186,45 @@ TEST_F(CoordinatorServiceTest, ControlsReachEveryConnectedTrainer) {
   EXPECT_EQ(message.control().reason(), "job done");
 }
 
+TEST_F(CoordinatorServiceTest, TheOperatorHearsOfEveryGenerationAndControlButNotOfPlainReports) {
+  std::mutex mutex;
+  std::vector<std::string> changed;
+  server_->service().SetJobChangeObserver([&](std::string_view job) {
+    std::lock_guard lock(mutex);
+    changed.emplace_back(job);
+  });
+  const auto heard = [&] {
+    std::lock_guard lock(mutex);
+    return changed.size();
+  };
+  Trainer trainer(channel_);
+  ASSERT_TRUE(trainer.Hello("a"));
+  const auto assignment = trainer.NextAssignment();  // generation 1 formed
+  ASSERT_TRUE(assignment);
+  EXPECT_TRUE(fulcrum::testing::WaitUntil([&] { return heard() == 1; }));
+  // A report that changes no plan sends nothing, so the operator is not woken for it.
+  TrainerMessage report;
+  report.mutable_step_report()->set_generation(assignment->generation());
+  report.mutable_step_report()->set_step(0);
+  report.mutable_step_report()->set_local_batch(32);
+  report.mutable_step_report()->set_compute_seconds(0.01);
+  report.mutable_step_report()->set_step_seconds(0.012);
+  ASSERT_TRUE(trainer.Send(report));
+  ASSERT_TRUE(fulcrum::testing::WaitUntil(
+      [&] { return server_->service().SnapshotOf("demo")->step >= 0; }));
+  EXPECT_EQ(heard(), 1u);
+  ASSERT_TRUE(server_->service().SendControl("demo", fulcrum::v1::Control::STOP, "done").ok());
+  EXPECT_EQ(heard(), 2u);
+  {
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(changed, (std::vector<std::string>{"demo", "demo"}));
+  }
+  // Cleared, it is never called again (the controller clears it before it goes away).
+  server_->service().SetJobChangeObserver({});
+  ASSERT_TRUE(server_->service().SendControl("demo", fulcrum::v1::Control::STOP, "again").ok());
+  EXPECT_EQ(heard(), 2u);
+}
+
 TEST_F(CoordinatorServiceTest, WrongTokenIsUnauthenticated) {
   Trainer trainer(channel_);
   trainer.Hello("a", "demo", "not-the-token");

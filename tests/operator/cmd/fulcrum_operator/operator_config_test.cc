@@ -123,6 +123,27 @@ TEST(OperatorConfig, TheCoordinatorServiceNeedsNamespaceSlashNameAndThisReplicas
   }
 }
 
+TEST(OperatorConfig, TheApiRequestLimitStartsTwoHundredJobsInAMinuteAndIsChecked) {
+  const Result<OperatorConfig> defaults = ParseOperatorConfig(kRequired, "h");
+  ASSERT_TRUE(defaults.ok()) << defaults.error().ToString();
+  // About 15 requests start a job: 200 jobs in 60 s need 50 a second.
+  EXPECT_GE(defaults->kube_api_qps, 50.0);
+  EXPECT_GE(defaults->kube_api_burst, defaults->kube_api_qps);
+  const Result<OperatorConfig> set =
+      ParseOperatorConfig(With({"--kube-api-qps", "12.5", "--kube-api-burst", "40"}), "h");
+  ASSERT_TRUE(set.ok()) << set.error().ToString();
+  EXPECT_EQ(set->kube_api_qps, 12.5);
+  EXPECT_EQ(set->kube_api_burst, 40);
+  for (const char* bad : {"0", "-3", "fast", "1e9", "nan"}) {
+    const Result<OperatorConfig> refused = ParseOperatorConfig(With({"--kube-api-qps", bad}), "h");
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.error().field, "--kube-api-qps") << bad;
+    EXPECT_THAT(refused.error().message, HasSubstr("requests per second")) << bad;
+  }
+  EXPECT_EQ(ParseOperatorConfig(With({"--kube-api-burst", "0"}), "h").error().field,
+            "--kube-api-burst");
+}
+
 TEST(OperatorConfig, FlagsErrorsNameTheFlag) {
   const Error missing = ParseOperatorConfig({}, "h").error();
   EXPECT_EQ(missing.field, "--coordinator-address / coordinator.address");
@@ -164,6 +185,9 @@ toleratedTaintKeys: [amd.com/gpu, dedicated]
 status:
   minInterval: 7s
 workers: 4
+kubeApi:
+  qps: 80
+  burst: 160
 )");
   const Result<OperatorConfig> config =
       ParseOperatorConfig({"--config", file, "--workers", "8"}, "h");
@@ -176,6 +200,8 @@ workers: 4
   EXPECT_EQ(config->tolerated_taint_keys, (std::vector<std::string>{"amd.com/gpu", "dedicated"}));
   EXPECT_EQ(config->status_min_interval, std::chrono::seconds(7));
   EXPECT_EQ(config->workers, 8);  // the flag wins over the file's 4
+  EXPECT_EQ(config->kube_api_qps, 80.0);
+  EXPECT_EQ(config->kube_api_burst, 160);
 }
 
 TEST_F(OperatorConfigFile, ErrorsNameTheFileAndTheKey) {
