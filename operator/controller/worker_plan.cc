@@ -126,6 +126,7 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
     }
     return decisions;
   }
+  decisions.could_grow = count < max;
   const int target = std::min(
       max, std::max(std::min(spec.min_replicas, max), count + std::max(0, world.free_slots)));
   if (target <= count) return decisions;

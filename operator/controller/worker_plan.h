@@ -71,6 +71,9 @@ struct WorkerDecisions {
   bool succeeded = false;  // a trainer finished every step
   // Creations held back by the failure back-off: reconcile again after this long.
   std::optional<std::chrono::milliseconds> retry_after;
+  // Fewer workers stay than replicas.max, so world.free_slots was read: a caller that left it
+  // 0 because counting is costly counts them and decides again.
+  bool could_grow = false;
 };
 
 // The back-off before replacing a failed worker, after `failures` failures: the Job

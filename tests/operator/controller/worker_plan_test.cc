@@ -68,6 +68,20 @@ TEST(WorkerPlan, CapacityThatAppearsGrowsTheJobIntoFreeIndices) {
   EXPECT_TRUE(decisions.remove.empty());
 }
 
+TEST(WorkerPlan, OnlyAJobWithFewerWorkersThanMaxSaysItCouldGrow) {
+  // Full: free slots would change nothing, so the reconciler need not count them.
+  EXPECT_FALSE(
+      DecideWorkers(Spec(1, 2), World({Pod(0, "Running"), Pod(1, "Running")}, 0)).could_grow);
+  // One short of max: it could grow, and does once free slots are counted.
+  const WorkerWorld short_one = World({Pod(0, "Running")}, 0);
+  EXPECT_TRUE(DecideWorkers(Spec(1, 2), short_one).could_grow);
+  EXPECT_TRUE(DecideWorkers(Spec(1, 2), short_one).create.empty());
+  // A worker on a lost node does not stay: the job is short of max again.
+  WorkerWorld lost = World({Pod(0, "Running"), Pod(1, "Running", "gone")}, 0);
+  lost.nodes["gone"] = NodeHealth::kGone;
+  EXPECT_TRUE(DecideWorkers(Spec(1, 2), lost).could_grow);
+}
+
 TEST(WorkerPlan, ATerminatingPodStillHoldsItsName) {
   WorkerPod leaving = Pod(0, "Running");
   leaving.terminating = true;
