@@ -45,9 +45,10 @@ std::string AsProductLabel(std::string name) {
   return name;
 }
 
-// The small vector all-reduced beside the gradients every step. It carries what the ranks
-// must agree on after the step, so they all act on the same step: the batch sum B, the loss,
-// whether to leave the generation, whether to checkpoint, and rank 0's plan for the next step.
+// The small vector all-reduced with the gradients every step, at the end of the last gradient
+// bucket (gradient_buckets.h). It carries what the ranks must agree on after the step, so they
+// all act on the same step: the batch sum B, the loss, whether to leave the generation, whether
+// to checkpoint, and rank 0's plan for the next step.
 struct ControlLayout {
   static constexpr std::size_t kBatch = 0;
   static constexpr std::size_t kLossSum = 1;
@@ -499,7 +500,8 @@ void Trainer::ForwardBackwardOnce(const std::vector<int64_t>& indices, int micro
 // later steps, and the step's report tells the balancer, which lowers this worker's cap.
 Result<double> Trainer::ForwardBackward(Collective& collective, const std::vector<int64_t>& indices,
                                         int planned_micro_steps, int& failed_micro_batch) {
-  buckets_->BeginStep(collective, compute_->CurrentStream());
+  const std::size_t control_elements = ControlLayout::Size(collective.world_size());
+  buckets_->BeginStep(collective, compute_->CurrentStream(), control_elements);
   const int local_batch = static_cast<int>(indices.size());
   if (local_batch == 0) {
     for (torch::Tensor& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
@@ -527,7 +529,7 @@ Result<double> Trainer::ForwardBackward(Collective& collective, const std::vecto
         return MakeError(ErrorCode::kResourceExhausted,
                          "out of memory after gradients were already being all-reduced");
       }
-      buckets_->BeginStep(collective, compute_->CurrentStream());
+      buckets_->BeginStep(collective, compute_->CurrentStream(), control_elements);
       micro_steps = std::min(local_batch, micro_steps * 2);
       log::Warn("trainer", job(), "out of memory: retrying the step in smaller micro-steps",
                 {{"step", progress_.step},
@@ -556,20 +558,9 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
       ForwardBackward(collective, indices, plan.accumulation_steps(), failed_micro_batch);
   if (!forward_backward.ok()) return forward_backward.error();
   const double loss_sum = *forward_backward;
-  const double device_compute_seconds = compute_->FinishComputeSeconds();
-  const double factor = slowdown_.Current(job());
-  double emulated_seconds = 0.0;
-  if (factor > 1.0) {
-    emulated_seconds = EmulatedSlowdown::SleepSeconds(factor, SecondsSince(start),
-                                                      ProcessCpuSeconds() - cpu_start);
-    std::this_thread::sleep_for(std::chrono::duration<double>(emulated_seconds));
-  }
-  // The device's clock (CUDA events on a GPU), plus the emulated slowdown's sleep if any.
-  const double compute_seconds = device_compute_seconds + emulated_seconds;
-  // Everything after compute is split-independent (packing, all-reduce, optimizer update) except
-  // the wait for slower ranks; the coordinator takes the least over ranks as the step's tail.
-  const auto after_compute = SteadyClock::now();
 
+  // The control values are known once backward is done; they complete the last gradient bucket,
+  // which goes out now, before any emulated slowdown, as the gradients of a real slow GPU would.
   std::vector<double> control(ControlLayout::Size(world), 0.0);
   control[ControlLayout::kBatch] = local_batch;
   control[ControlLayout::kLossSum] = loss_sum;
@@ -584,11 +575,26 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
       control[ControlLayout::kPlan + static_cast<std::size_t>(r)] = chosen.batches(r);
   }
   double coordinator_seconds = SecondsSince(plan_lookup_start);
+  buckets_->SetControl(control);
+
+  const double device_compute_seconds = compute_->FinishComputeSeconds();
+  const double factor = slowdown_.Current(job());
+  double emulated_seconds = 0.0;
+  if (factor > 1.0) {
+    emulated_seconds = EmulatedSlowdown::SleepSeconds(factor, SecondsSince(start),
+                                                      ProcessCpuSeconds() - cpu_start);
+    std::this_thread::sleep_for(std::chrono::duration<double>(emulated_seconds));
+  }
+  // The device's clock (CUDA events on a GPU), plus the emulated slowdown's sleep if any.
+  const double compute_seconds = device_compute_seconds + emulated_seconds;
+  // Everything after compute is split-independent (packing, all-reduce, optimizer update) except
+  // the wait for slower ranks; the coordinator takes the least over ranks as the step's tail.
+  const auto after_compute = SteadyClock::now();
 
   const auto communication_start = SteadyClock::now();
   // The buckets backward did not start (all of them without overlap), then the wait for all.
   if (Status status = buckets_->Finish(); !status.ok()) return status.error();
-  if (Status status = collective.AllReduceSum(control); !status.ok()) return status.error();
+  control = buckets_->SummedControl();
   const double comm_seconds = SecondsSince(communication_start);
 
   // Commit: from here on the step happened, identically on every rank.
@@ -603,7 +609,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   last_loss_ = global_batch > 0 ? control[ControlLayout::kLossSum] / global_batch : last_loss_;
   checkpoint_requested_ = false;
   const double step_seconds = SecondsSince(start);
-  const double after_compute_seconds = SecondsSince(after_compute) - coordinator_seconds;
+  const double after_compute_seconds = SecondsSince(after_compute);
 
   if (sample_log_.is_open()) {
     sample_log_ << nlohmann::json{{"step", step},

@@ -1,0 +1,137 @@
+// GradientBuckets against a recording collective: which values go out in which collective, and
+// that the step's control values ride in the last gradient bucket instead of a collective of
+// their own.
+#include "trainer_image/trainer/gradient_buckets.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace fulcrum::trainer {
+namespace {
+
+// Stands for a world of two identical ranks: every all-reduce doubles its values at once.
+// Records the length of each collective started.
+class DoublingCollective final : public Collective {
+ public:
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  Status AllReduceSum(std::span<float> values) override {
+    Record(values);
+    return Ok();
+  }
+  Result<std::unique_ptr<PendingCollective>> StartAllReduceSum(std::span<float> values) override {
+    Record(values);
+    return std::unique_ptr<PendingCollective>(std::make_unique<FinishedCollective>(Ok()));
+  }
+  Result<std::unique_ptr<PendingCollective>> StartAllReduceSumOnDevice(std::span<float>,
+                                                                       void*) override {
+    return MakeError(ErrorCode::kFailedPrecondition, "host only");
+  }
+  Status AllReduceSum(std::span<double>) override {
+    ++double_collectives;
+    return Ok();
+  }
+  Status Broadcast(std::span<std::byte>, int) override { return Ok(); }
+  bool Abort(const std::string&) override { return false; }
+
+  std::vector<std::size_t> started;  // lengths, in order
+  int double_collectives = 0;
+
+ private:
+  void Record(std::span<float> values) {
+    for (float& value : values) value *= 2.0F;
+    started.push_back(values.size());
+  }
+};
+
+// Two parameters of 6 and 4 elements; with buckets of at least 4 elements the last parameter
+// (produced first by backward) fills bucket 0 and the first fills bucket 1, the last bucket.
+struct TwoLayers {
+  torch::Tensor first = torch::ones({6}, torch::requires_grad());
+  torch::Tensor second = torch::ones({4}, torch::requires_grad());
+  GradientBuckets buckets{{first, second}, /*bucket_elements=*/4, torch::Device(torch::kCPU)};
+
+  void Backward() { ((first * 3.0).sum() + (second * 5.0).sum()).backward(); }
+};
+
+TEST(GradientBuckets, TheControlValuesTravelAtTheEndOfTheLastBucketAndComeBackSummed) {
+  TwoLayers model;
+  DoublingCollective collective;
+  model.buckets.BeginStep(collective, nullptr, 3);
+  model.buckets.Arm();
+  model.Backward();
+  model.buckets.SetControl(std::vector<double>{1.0, 7.0, 40.0});
+  ASSERT_TRUE(model.buckets.Finish().ok());
+
+  // One chain of bucket collectives per step, the last one 3 values longer; nothing else.
+  EXPECT_EQ(collective.started, (std::vector<std::size_t>{4, 6 + 3}));
+  EXPECT_EQ(collective.double_collectives, 0);
+  EXPECT_EQ(model.buckets.SummedControl(), (std::vector<double>{2.0, 14.0, 80.0}));
+}
+
+TEST(GradientBuckets, TheLastBucketWaitsForTheControlValues) {
+  TwoLayers model;
+  DoublingCollective collective;
+  model.buckets.BeginStep(collective, nullptr, 2);
+  model.buckets.Arm();
+  model.Backward();
+  // Backward filled both buckets, but only the first may go: the last still lacks the control.
+  EXPECT_EQ(collective.started.size(), 1U);
+  model.buckets.SetControl(std::vector<double>{1.0, 2.0});
+  EXPECT_EQ(collective.started.size(), 2U);
+  ASSERT_TRUE(model.buckets.Finish().ok());
+}
+
+TEST(GradientBuckets, MeanGradientsDivideTheGradientsButNotTheControlValues) {
+  TwoLayers model;
+  DoublingCollective collective;
+  model.buckets.BeginStep(collective, nullptr, 1);
+  model.Backward();  // not armed: everything goes out in Finish
+  model.buckets.SetControl(std::vector<double>{10.0});
+  ASSERT_TRUE(model.buckets.Finish().ok());
+  model.buckets.WriteMeanGradients(4.0);
+
+  // Summed over the two identical ranks (x2), divided by the global batch (/4).
+  EXPECT_TRUE(torch::allclose(model.first.grad(), torch::full({6}, 3.0 * 2 / 4)));
+  EXPECT_TRUE(torch::allclose(model.second.grad(), torch::full({4}, 5.0 * 2 / 4)));
+  EXPECT_EQ(model.buckets.SummedControl(), (std::vector<double>{20.0}));
+}
+
+TEST(GradientBuckets, AWiderWorldsLongerControlFitsInTheNextStep) {
+  TwoLayers model;
+  DoublingCollective collective;
+  for (std::size_t control_elements : {2U, 9U}) {
+    collective.started.clear();
+    model.buckets.BeginStep(collective, nullptr, control_elements);
+    model.Backward();
+    const std::vector<double> control(control_elements, 1.0);
+    model.buckets.SetControl(control);
+    ASSERT_TRUE(model.buckets.Finish().ok());
+    EXPECT_EQ(collective.started.back(), 6 + control_elements);
+    EXPECT_EQ(model.buckets.SummedControl(), std::vector<double>(control_elements, 2.0));
+    for (torch::Tensor parameter : {model.first, model.second}) parameter.mutable_grad().zero_();
+  }
+}
+
+TEST(GradientBuckets, FinishWithoutControlValuesFailsInsteadOfWaitingForever) {
+  TwoLayers model;
+  DoublingCollective collective;
+  model.buckets.BeginStep(collective, nullptr, 2);
+  model.Backward();
+  const Status status = model.buckets.Finish();
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.error().code, ErrorCode::kInternal);
+}
+
+TEST(GradientBuckets, ControlValuesOfTheWrongLengthFailTheStep) {
+  TwoLayers model;
+  DoublingCollective collective;
+  model.buckets.BeginStep(collective, nullptr, 2);
+  model.Backward();
+  model.buckets.SetControl(std::vector<double>{1.0, 2.0, 3.0});
+  EXPECT_FALSE(model.buckets.Finish().ok());
+}
+
+}  // namespace
+}  // namespace fulcrum::trainer
