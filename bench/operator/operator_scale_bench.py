@@ -169,6 +169,7 @@ rules:
                    "--health-listen", self.health, "--metrics-listen", self.metrics]
         if self.args.status_min_interval:
             command += ["--status-min-interval", self.args.status_min_interval]
+        command += self.args.operator_arg
         say(f"starting fulcrum-operator (coordinator {self.coordinator})")
         self.operator = self.spawn("operator", command)
         deadline = time.time() + 120
@@ -489,6 +490,7 @@ rules:
                       "workers_per_job": self.args.workers_per_job,
                       "steps_per_second_per_job": self.args.steps_per_second,
                       "status_min_interval": self.args.status_min_interval or "the operator's default (5s)",
+                      "operator_args": self.args.operator_arg,
                       "tls": True, "leader_election": True,
                       "baseline_seconds": self.args.baseline_seconds,
                       "window_seconds": self.args.window_seconds,
@@ -551,6 +553,8 @@ def main():
                         help="seconds from the apply until every job must be balanced")
     parser.add_argument("--status-min-interval", default="",
                         help="the operator's --status-min-interval (default: its own default)")
+    parser.add_argument("--operator-arg", action="append", default=[], metavar="ARG",
+                        help="one more fulcrum-operator argument (repeat), e.g. --kube-api-qps=100")
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     parser.add_argument("--keep", action="store_true", help="keep the logs (the cluster is stopped)")
     args = parser.parse_args()

@@ -195,11 +195,12 @@ void JobController::Work(kube::WorkQueue& queue) {
 
 std::map<std::string, int> JobController::JobsByPhase() const {
   std::map<std::string, int> phases;
-  for (const kube::CachedObject& job : jobs_.store().List()) {
-    const nlohmann::json object = job.ToJson();
-    std::string phase = object.value("status", nlohmann::json::object()).value("phase", "");
-    ++phases[phase.empty() ? "Pending" : phase];
-  }
+  const std::vector<std::string> each =
+      phases_.Values(jobs_.store().List(), [](const nlohmann::json& job) {
+        std::string phase = job.value("status", nlohmann::json::object()).value("phase", "");
+        return phase.empty() ? std::string("Pending") : phase;
+      });
+  for (const std::string& phase : each) ++phases[phase];
   return phases;
 }
 

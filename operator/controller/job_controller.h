@@ -15,6 +15,7 @@
 
 #include "operator/controller/job_reconciler.h"
 #include "operator/controller/node_inventory.h"
+#include "operator/kube/cache/decoded_objects.h"
 #include "operator/kube/cache/informer.h"
 #include "operator/kube/workqueue/work_queue.h"
 
@@ -79,6 +80,8 @@ class JobController {
   std::mutex queue_mutex_;
   std::shared_ptr<kube::WorkQueue> queue_;
   std::map<std::string, std::chrono::steady_clock::time_point> enqueued_at_;
+  // Each job's phase, decoded once per version (JobsByPhase runs on every metrics scrape).
+  mutable kube::DecodedObjects<std::string> phases_;
 };
 
 }  // namespace fulcrum::controller

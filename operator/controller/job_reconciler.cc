@@ -139,6 +139,7 @@ Result<ReconcileResult> JobReconciler::Reconcile(const std::string& key) {
   const std::optional<kube::CachedObject> cached = caches_.jobs->Get(key);
   if (!cached) {
     // Gone (its finalizer already ran, or the operator missed the deletion): forget it.
+    ForgetWorkerPods(key);
     if (coordinator_.HasJob(key)) (void)coordinator_.RemoveJob(key);
     const auto slash = key.find('/');
     if (observer_.removed && slash != std::string::npos) {
@@ -191,8 +192,14 @@ Status JobReconciler::EnsureFinalizer(const nlohmann::json& job) {
   return patched.ok() ? Ok() : Status(patched.error());
 }
 
+void JobReconciler::ForgetWorkerPods(const std::string& key) {
+  std::lock_guard lock(worker_pods_mutex_);
+  worker_pods_.erase(key);
+}
+
 Status JobReconciler::Delete(const nlohmann::json& job, const JobSpec& spec) {
   if (observer_.removed) observer_.removed(spec.ns, spec.name);
+  ForgetWorkerPods(spec.CoordinatorJobName());
   {
     std::lock_guard lock(written_mutex_);
     written_.erase(spec.uid);
@@ -349,8 +356,14 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   world.now = now;
   world.failures = ReadWorkerFailures(previous);
   world.was_suspended = previous_phase == "Suspended";
-  for (const kube::CachedObject& cached : *own_pods) {
-    WorkerPod pod = ReadWorkerPod(cached.ToJson());
+  std::shared_ptr<kube::DecodedObjects<WorkerPod>> decoded_pods;
+  {
+    std::lock_guard lock(worker_pods_mutex_);
+    auto& entry = worker_pods_[spec.CoordinatorJobName()];
+    if (!entry) entry = std::make_shared<kube::DecodedObjects<WorkerPod>>();
+    decoded_pods = entry;
+  }
+  for (WorkerPod& pod : decoded_pods->Values(*own_pods, ReadWorkerPod)) {
     if (!pod.node.empty() && !world.nodes.contains(pod.node)) {
       const std::optional<GpuNode> node = inventory_.Get(pod.node);
       world.nodes[pod.node] =
@@ -560,6 +573,7 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
 
 Result<ReconcileResult> JobReconciler::Finish(const nlohmann::json& job, const JobSpec& spec,
                                               const nlohmann::json& status) {
+  ForgetWorkerPods(spec.CoordinatorJobName());
   const std::string job_name = spec.CoordinatorJobName();
   if (coordinator_.HasJob(job_name)) {
     (void)coordinator_.RemoveJob(job_name);

@@ -22,6 +22,7 @@
 #include "operator/controller/pod_gpu_usage.h"
 #include "operator/controller/worker_plan.h"
 #include "operator/coordinator/coordinator_service.h"
+#include "operator/kube/cache/decoded_objects.h"
 #include "operator/kube/cache/store.h"
 #include "operator/kube/client/api_client.h"
 #include "operator/kube/events/event_recorder.h"
@@ -93,6 +94,7 @@ class JobReconciler {
   Result<ReconcileResult> Finish(const nlohmann::json& job, const JobSpec& spec,
                                  const nlohmann::json& status);
   Status Delete(const nlohmann::json& job, const JobSpec& spec);
+  void ForgetWorkerPods(const std::string& job_key);
   Status EnsureFinalizer(const nlohmann::json& job);
   Result<std::string> EnsureToken(const JobSpec& spec);
   // Creates the job's object `name` of `type` (built by `make`) unless `cache` has it; another
@@ -129,6 +131,10 @@ class JobReconciler {
   // Every trainer pod's node and GPUs, decoded once per version (FreeSlots runs every
   // reconcile and sums over all of them).
   mutable PodGpuUsage pod_gpu_usage_;  // a cache: FreeSlots is const
+  // Each job's worker pods as the reconcile reads them, decoded once per pod version, by job key
+  // (ns/name); a job's entry goes when the job does.
+  std::mutex worker_pods_mutex_;
+  std::map<std::string, std::shared_ptr<kube::DecodedObjects<WorkerPod>>> worker_pods_;
 };
 
 }  // namespace fulcrum::controller

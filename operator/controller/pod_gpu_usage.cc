@@ -21,34 +21,19 @@ int RequestedGpus(const nlohmann::json& pod, const std::string& resource) {
 
 std::map<std::string, int> PodGpuUsage::UsedGpus(const std::vector<kube::CachedObject>& pods) {
   std::map<std::string, int> used;
-  std::unordered_map<std::string, Usage> current;
-  current.reserve(pods.size());
-  std::lock_guard lock(mutex_);
-  for (const kube::CachedObject& cached : pods) {
-    auto known = by_uid_.find(cached.uid());
+  const std::vector<Usage> usages = usage_.Values(pods, [&](const nlohmann::json& pod) {
     Usage usage;
-    if (known != by_uid_.end() && known->second.resource_version == cached.resource_version()) {
-      usage = std::move(known->second);
-    } else {
-      const nlohmann::json pod = cached.ToJson();
-      ++decoded_;
-      const std::string phase = pod["status"].value("phase", "");
-      usage.resource_version = cached.resource_version();
-      if (phase != "Succeeded" && phase != "Failed") {
-        usage.node = pod["spec"].value("nodeName", "");
-        usage.gpus = RequestedGpus(pod, resource_);
-      }
+    const std::string phase = pod["status"].value("phase", "");
+    if (phase != "Succeeded" && phase != "Failed") {
+      usage.node = pod["spec"].value("nodeName", "");
+      usage.gpus = RequestedGpus(pod, resource_);
     }
+    return usage;
+  });
+  for (const Usage& usage : usages) {
     if (!usage.node.empty()) used[usage.node] += usage.gpus;
-    current.emplace(cached.uid(), std::move(usage));
   }
-  by_uid_ = std::move(current);  // pods gone from the cache are forgotten
   return used;
-}
-
-uint64_t PodGpuUsage::decoded() const {
-  std::lock_guard lock(mutex_);
-  return decoded_;
 }
 
 }  // namespace fulcrum::controller

@@ -3,17 +3,16 @@
 // cached pod on each reconcile made the controller's CPU grow with jobs × pods (200 jobs of 8
 // workers: 1,600 pods decoded per reconcile, two reconcile threads busy; docs/benchmarks.md,
 // "Operator at scale"). So each pod is decoded once per resourceVersion and its node and GPUs
-// are remembered; a reconcile then only walks the cache's identities.
+// are remembered (kube::DecodedObjects); a reconcile then only walks the cache's identities.
 #pragma once
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "operator/kube/cache/cached_object.h"
+#include "operator/kube/cache/decoded_objects.h"
 
 namespace fulcrum::controller {
 
@@ -25,18 +24,15 @@ class PodGpuUsage {
   // are forgotten. Safe to call from several reconcile threads at once.
   std::map<std::string, int> UsedGpus(const std::vector<kube::CachedObject>& pods);
   // How many pod versions were decoded so far (tests: unchanged pods are not decoded again).
-  uint64_t decoded() const;
+  uint64_t decoded() const { return usage_.decoded(); }
 
  private:
   struct Usage {
-    std::string resource_version;
     std::string node;  // "" while unscheduled or once finished: takes nothing
     int gpus = 0;
   };
   const std::string resource_;
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, Usage> by_uid_;
-  uint64_t decoded_ = 0;
+  kube::DecodedObjects<Usage> usage_;
 };
 
 // GPUs of `resource` the pod's containers request.

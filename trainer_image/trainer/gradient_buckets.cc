@@ -22,11 +22,13 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, int64_t 
   // The control values ride in the last bucket, so there is one even without parameters.
   if (buckets_.empty()) buckets_.push_back(Bucket{.offset = 0, .count = 0, .parameters = {}});
   gradient_elements_ = offset;
-  flat_ = torch::zeros({offset}, torch::TensorOptions().dtype(torch::kFloat32).device(buffer_device));
+  flat_ =
+      torch::zeros({offset}, torch::TensorOptions().dtype(torch::kFloat32).device(buffer_device));
   ready_.assign(parameters_.size(), false);
   missing_.assign(buckets_.size(), 0);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    parameters_[i].register_hook([this, i](const torch::Tensor& gradient) { OnGradient(i, gradient); });
+    parameters_[i].register_hook(
+        [this, i](const torch::Tensor& gradient) { OnGradient(i, gradient); });
   }
 }
 

@@ -84,7 +84,7 @@ class GradientBuckets {
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
   int64_t gradient_elements_ = 0;
-  torch::Tensor flat_;  // the gradients, then room for the control values
+  torch::Tensor flat_;             // the gradients, then room for the control values
   torch::Tensor control_staging_;  // pinned host copy of the control values (GPU buffer only)
 
   mutable std::mutex mutex_;  // hooks run on autograd's threads
@@ -93,9 +93,9 @@ class GradientBuckets {
   bool armed_ = false;
   std::size_t control_elements_ = 0;
   bool control_set_ = false;
-  std::vector<bool> ready_;                // per parameter: copied this step
-  std::vector<std::size_t> missing_;       // per bucket: parameters not yet copied
-  std::size_t next_bucket_ = 0;            // the next bucket to start
+  std::vector<bool> ready_;           // per parameter: copied this step
+  std::vector<std::size_t> missing_;  // per bucket: parameters not yet copied
+  std::size_t next_bucket_ = 0;       // the next bucket to start
   std::vector<std::unique_ptr<PendingCollective>> pending_;
   std::optional<Error> error_;
   std::size_t overlapped_ = 0;
