@@ -72,6 +72,8 @@ class Bench:
         self.dir = tempfile.mkdtemp(prefix="fulcrum-operator-scale-")
         self.cluster_dir = os.path.join(self.dir, "cluster")
         self.processes = []
+        self.trainer_waves = []  # (process, its JSON-lines output), one per batch of jobs started
+        self.node_gpus = {}  # node -> (GPU product, memory MiB), read once
         self.cluster_up = False
         self.audit_offset = 0
         self.audit_requests = {}  # auditID -> request (first event seen)
@@ -344,15 +346,37 @@ rules:
         self.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
                                                           "items": items}))
 
-    def wait_for_pods(self, deadline):
+    def running_pods(self):
+        pods = json.loads(self.kubectl("get", "pods", "-n", "default", "-l", MANAGED, "-o", "json"))
+        return [p for p in pods["items"]
+                if p["status"].get("phase") == "Running" and p["spec"].get("nodeName")]
+
+    def start_trainers_as_pods_run(self, deadline):
+        """Starts the emulated trainers and returns when every trainer pod is Running.
+
+        per-job (the default): a job's trainers start once all its pods are Running, as a
+        kubelet starts each pod's trainer when it is bound, so their Hellos and first plans
+        overlap the other jobs' starts. Each batch of jobs that became ready since the last look
+        gets its own fulcrum-operator-load-trainers process (a wave). after-all-pods: one wave
+        once every pod runs, as before 2026-11-26 (the trainers' start then adds to the time).
+        """
         expected = self.args.jobs * self.args.workers_per_job
+        started = set()
         while time.time() < deadline:
-            pods = json.loads(self.kubectl("get", "pods", "-n", "default", "-l", MANAGED, "-o", "json"))
-            running = [p for p in pods["items"] if p["status"].get("phase") == "Running"
-                       and p["spec"].get("nodeName")]
-            if len(running) >= expected:
-                return running
-            say(f"{len(running)} of {expected} trainer pods Running")
+            running = self.running_pods()
+            by_job = collections.defaultdict(list)
+            for pod in running:
+                by_job[pod["metadata"]["labels"]["fulcrum.dev/job"]].append(pod)
+            all_running = len(running) >= expected
+            ready = [job for job, pods in by_job.items()
+                     if job not in started and len(pods) >= self.args.workers_per_job]
+            if ready and (self.args.start_trainers == "per-job" or all_running):
+                self.start_trainers([pod for job in sorted(ready) for pod in by_job[job]])
+                started.update(ready)
+            if all_running:
+                return time.time()
+            say(f"{len(running)} of {expected} trainer pods Running; trainers of "
+                f"{len(started)} of {self.args.jobs} jobs started")
             time.sleep(2)
         raise RuntimeError(f"not every trainer pod ran within {self.args.timeout} s")
 
@@ -363,17 +387,19 @@ rules:
             job = secret["metadata"]["labels"].get("fulcrum.dev/job", "")
             tokens[job] = base64.b64decode(secret["data"]["token"]).decode()
             ca = base64.b64decode(secret["data"].get("ca.crt", "")).decode() or ca
-        nodes = json.loads(self.kubectl("get", "nodes", "-o", "json"))
-        gpu = {n["metadata"]["name"]: (n["metadata"]["labels"].get("nvidia.com/gpu.product", ""),
-                                       int(n["metadata"]["labels"].get("nvidia.com/gpu.memory", "16384")))
-               for n in nodes["items"]}
+        if not self.node_gpus:
+            nodes = json.loads(self.kubectl("get", "nodes", "-o", "json"))
+            self.node_gpus = {
+                n["metadata"]["name"]: (n["metadata"]["labels"].get("nvidia.com/gpu.product", ""),
+                                        int(n["metadata"]["labels"].get("nvidia.com/gpu.memory", "16384")))
+                for n in nodes["items"]}
         ca_file = os.path.join(self.dir, "coordinator-ca.crt")
         with open(ca_file, "w") as handle:
             handle.write(ca)
         jobs = collections.defaultdict(list)
         for pod in pods:
             job = pod["metadata"]["labels"]["fulcrum.dev/job"]
-            product, memory = gpu[pod["spec"]["nodeName"]]
+            product, memory = self.node_gpus[pod["spec"]["nodeName"]]
             jobs[job].append({"pod": pod["metadata"]["name"], "node": pod["spec"]["nodeName"],
                               "product": product, "memory_mib": memory})
         missing = [job for job in jobs if job not in tokens]
@@ -382,24 +408,39 @@ rules:
         plan = {"address": self.coordinator, "ca_file": ca_file if ca else "",
                 "jobs": [{"name": f"default/{job}", "token": tokens[job], "trainers": trainers}
                          for job, trainers in sorted(jobs.items())]}
-        plan_file = os.path.join(self.dir, "trainers.json")
+        wave = len(self.trainer_waves)
+        plan_file = os.path.join(self.dir, f"trainers-{wave}.json")
         with open(plan_file, "w") as handle:
             json.dump(plan, handle)
-        self.trainer_output = os.path.join(self.dir, "trainers.jsonl")
-        say(f"starting {len(pods)} emulated trainers of {len(jobs)} jobs")
-        self.trainers = self.spawn(
-            "trainers", [os.path.join(self.build_dir, "bench", "operator", "fulcrum-operator-load-trainers"),
-                         "--jobs", plan_file, "--steps-per-second", str(self.args.steps_per_second),
-                         "--report-seconds", "1"],
-            stdout=open(self.trainer_output, "w"))
+        output = os.path.join(self.dir, f"trainers-{wave}.jsonl")
+        say(f"starting {len(pods)} emulated trainers of {len(jobs)} jobs (wave {wave})")
+        # One driver thread per 50 jobs: a wave's threads wake every 2 ms whether or not it is due.
+        threads = max(1, min(4, len(jobs) // 50))
+        process = self.spawn(
+            f"trainers-{wave}",
+            [os.path.join(self.build_dir, "bench", "operator", "fulcrum-operator-load-trainers"),
+             "--jobs", plan_file, "--steps-per-second", str(self.args.steps_per_second),
+             "--report-seconds", "1", "--threads", str(threads)],
+            stdout=open(output, "w"))
+        self.trainer_waves.append((process, output))
 
     def trainer_counters(self):
-        path = getattr(self, "trainer_output", None)
-        if not path or not os.path.exists(path):
-            return None
-        with open(path) as handle:
-            lines = [line for line in handle.read().splitlines() if line.startswith("{")]
-        return json.loads(lines[-1]) if lines else None
+        """The counters of every wave's last line, summed (CPU seconds too)."""
+        total = None
+        for _, path in self.trainer_waves:
+            if not os.path.exists(path):
+                return None
+            with open(path) as handle:
+                lines = [line for line in handle.read().splitlines() if line.startswith("{")]
+            if not lines:
+                return None
+            counters = json.loads(lines[-1])
+            if total is None:
+                total = counters
+            else:
+                for key, value in counters.items():
+                    total[key] = max(total[key], value) if key == "seconds" else total[key] + value
+        return total
 
     def job_statuses(self):
         return json.loads(self.kubectl("get", "htj", "-n", "default", "-o", "json"))["items"]
@@ -414,8 +455,9 @@ rules:
 
     def wait_until_balanced(self, deadline):
         while time.time() < deadline:
-            if self.trainers.poll() is not None:
-                raise RuntimeError(f"the emulated trainers exited; see {self.dir}/trainers.log")
+            for wave, (process, _) in enumerate(self.trainer_waves):
+                if process.poll() is not None:
+                    raise RuntimeError(f"emulated trainers exited; see {self.dir}/trainers-{wave}.log")
             jobs = self.job_statuses()
             done = sum(1 for job in jobs if self.balanced(job))
             if done == self.args.jobs:
@@ -436,9 +478,7 @@ rules:
         applied = time.time()
         deadline = applied + self.args.timeout
         self.apply_jobs()
-        pods = self.wait_for_pods(deadline)
-        pods_running = time.time()
-        self.start_trainers(pods)
+        pods_running = self.start_trainers_as_pods_run(deadline)
         balanced = self.wait_until_balanced(deadline)
         say(f"every job Running and balanced {balanced - applied:.1f} s after the apply")
         time.sleep(self.args.settle_seconds)
@@ -491,6 +531,8 @@ rules:
                       "steps_per_second_per_job": self.args.steps_per_second,
                       "status_min_interval": self.args.status_min_interval or "the operator's default (5s)",
                       "operator_args": self.args.operator_arg,
+                      "start_trainers": self.args.start_trainers,
+                      "trainer_processes": len(self.trainer_waves),
                       "tls": True, "leader_election": True,
                       "baseline_seconds": self.args.baseline_seconds,
                       "window_seconds": self.args.window_seconds,
@@ -553,6 +595,9 @@ def main():
                         help="seconds from the apply until every job must be balanced")
     parser.add_argument("--status-min-interval", default="",
                         help="the operator's --status-min-interval (default: its own default)")
+    parser.add_argument("--start-trainers", choices=["per-job", "after-all-pods"], default="per-job",
+                        help="start a job's emulated trainers once its pods run (as kubelets do), "
+                             "or all of them once every pod runs")
     parser.add_argument("--operator-arg", action="append", default=[], metavar="ARG",
                         help="one more fulcrum-operator argument (repeat), e.g. --kube-api-qps=100")
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))

@@ -573,8 +573,8 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
 
 Result<ReconcileResult> JobReconciler::Finish(const nlohmann::json& job, const JobSpec& spec,
                                               const nlohmann::json& status) {
-  ForgetWorkerPods(spec.CoordinatorJobName());
   const std::string job_name = spec.CoordinatorJobName();
+  ForgetWorkerPods(job_name);
   if (coordinator_.HasJob(job_name)) {
     (void)coordinator_.RemoveJob(job_name);
     log::Info(kComponent, job_name, "job finished: removed from the coordinator",

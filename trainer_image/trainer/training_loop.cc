@@ -560,7 +560,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   const double loss_sum = *forward_backward;
 
   // The control values are known once backward is done; they complete the last gradient bucket,
-  // which goes out now, before any emulated slowdown, as the gradients of a real slow GPU would.
+  // which goes out now, before an emulated slowdown's sleep, like the buckets backward started
+  // (that order, and what it does to the comparison with DDP: docs/benchmarks.md).
   std::vector<double> control(ControlLayout::Size(world), 0.0);
   control[ControlLayout::kBatch] = local_batch;
   control[ControlLayout::kLossSum] = loss_sum;
