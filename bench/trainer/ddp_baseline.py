@@ -339,7 +339,12 @@ def main():
     args = parse_args()
     if args.worker:
         worker(args)
-        return
+        # Its result is written and closed. Leave without the interpreter's teardown: with
+        # Debian's torch 1.13 a rank sometimes spun in a Gloo thread at exit after
+        # destroy_process_group (seen: 100% CPU for 10 minutes, the launcher waiting on it).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     try:
         import torch
     except ImportError:
