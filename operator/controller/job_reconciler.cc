@@ -192,6 +192,14 @@ Status JobReconciler::EnsureFinalizer(const nlohmann::json& job) {
   return patched.ok() ? Ok() : Status(patched.error());
 }
 
+std::shared_ptr<kube::DecodedObjects<WorkerPod>> JobReconciler::WorkerPodsOf(
+    const std::string& key) {
+  std::lock_guard lock(worker_pods_mutex_);
+  auto& entry = worker_pods_[key];
+  if (!entry) entry = std::make_shared<kube::DecodedObjects<WorkerPod>>();
+  return entry;
+}
+
 void JobReconciler::ForgetWorkerPods(const std::string& key) {
   std::lock_guard lock(worker_pods_mutex_);
   worker_pods_.erase(key);
@@ -356,14 +364,7 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   world.now = now;
   world.failures = ReadWorkerFailures(previous);
   world.was_suspended = previous_phase == "Suspended";
-  std::shared_ptr<kube::DecodedObjects<WorkerPod>> decoded_pods;
-  {
-    std::lock_guard lock(worker_pods_mutex_);
-    auto& entry = worker_pods_[spec.CoordinatorJobName()];
-    if (!entry) entry = std::make_shared<kube::DecodedObjects<WorkerPod>>();
-    decoded_pods = entry;
-  }
-  for (WorkerPod& pod : decoded_pods->Values(*own_pods, ReadWorkerPod)) {
+  for (WorkerPod& pod : WorkerPodsOf(spec.CoordinatorJobName())->Values(*own_pods, ReadWorkerPod)) {
     if (!pod.node.empty() && !world.nodes.contains(pod.node)) {
       const std::optional<GpuNode> node = inventory_.Get(pod.node);
       world.nodes[pod.node] =

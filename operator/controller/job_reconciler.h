@@ -94,6 +94,9 @@ class JobReconciler {
   Result<ReconcileResult> Finish(const nlohmann::json& job, const JobSpec& spec,
                                  const nlohmann::json& status);
   Status Delete(const nlohmann::json& job, const JobSpec& spec);
+  // The job's worker-pod memo (made on first use; shared, so the lock is not held while decoding)
+  // and its removal once the job is gone or finished.
+  std::shared_ptr<kube::DecodedObjects<WorkerPod>> WorkerPodsOf(const std::string& job_key);
   void ForgetWorkerPods(const std::string& job_key);
   Status EnsureFinalizer(const nlohmann::json& job);
   Result<std::string> EnsureToken(const JobSpec& spec);

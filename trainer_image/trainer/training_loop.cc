@@ -592,11 +592,10 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   // the wait for slower ranks; the coordinator takes the least over ranks as the step's tail.
   const auto after_compute = SteadyClock::now();
 
-  const auto communication_start = SteadyClock::now();
   // The buckets backward did not start (all of them without overlap), then the wait for all.
   if (Status status = buckets_->Finish(); !status.ok()) return status.error();
   control = buckets_->SummedControl();
-  const double comm_seconds = SecondsSince(communication_start);
+  const double comm_seconds = SecondsSince(after_compute);
 
   // Commit: from here on the step happened, identically on every rank.
   const double global_batch = control[ControlLayout::kBatch];
