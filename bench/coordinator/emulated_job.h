@@ -60,7 +60,7 @@ struct JobLoadSettings {
   std::string tls_server_name;  // "" for plaintext
   double steps_per_second = 2.0;
   // A Heartbeat goes out when a trainer sent nothing for this long, as fulcrum-trainer's
-  // CoordinatorLink does (trainer_image/trainer/coordinator_link.h).
+  // CoordinatorLink does (trainer_image/trainer/membership/coordinator_link.h).
   std::chrono::milliseconds heartbeat_period{250};
 };
 

@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 
-# Constants of trainer_image/trainer/dataset.cc and sample_order.cc.
+# Constants of trainer_image/trainer/data/dataset.cc and sample_order.cc.
 GOLDEN_GAMMA = 0x9E3779B97F4A7C15
 MIX1 = 0xBF58476D1CE4E5B9
 MIX2 = 0x94D049BB133111EB

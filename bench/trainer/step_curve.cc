@@ -15,9 +15,9 @@
 #include <sstream>
 
 #include "operator/balancer/weighted_line_fit.h"
-#include "trainer_image/trainer/compute_device.h"
-#include "trainer_image/trainer/dataset.h"
-#include "trainer_image/trainer/model.h"
+#include "trainer_image/trainer/data/dataset.h"
+#include "trainer_image/trainer/device/compute_device.h"
+#include "trainer_image/trainer/model/model.h"
 #include "trainer_image/trainer/trainer_flags.h"
 
 namespace {
@@ -109,17 +109,17 @@ int Run(std::vector<std::string> args) {
                                      ? *std::next(model_flag)
                                      : "mlp";
   args.insert(args.end(), {"--world-size", "1", "--rendezvous", "127.0.0.1:1", "--batches", "1"});
-  fulcrum::Result<fulcrum::trainer::TrainerFlags> flags = fulcrum::trainer::ParseTrainerFlags(args);
+  fulcrum::Result<fulcrum::trainer::TrainerConfig> flags =
+      fulcrum::trainer::ParseTrainerFlags(args);
   if (!flags.ok()) {
-    std::cerr << fulcrum::trainer::kTrainerUsage
-              << "fulcrum-step-curve: " << flags.error().ToString() << "\n";
+    std::cerr << "fulcrum-step-curve: " << flags.error().ToString() << "\n";
     return 2;
   }
-  flags->dataset_size = std::max<int64_t>(flags->dataset_size, curve->batches.back());
+  flags->data.synthetic_size = std::max<int64_t>(flags->data.synthetic_size, curve->batches.back());
   torch::set_num_threads(flags->threads);
   auto device = fulcrum::trainer::OpenComputeDevice(flags->device, flags->device_index);
-  auto model = fulcrum::trainer::MakeModel(*flags);
-  auto dataset = fulcrum::trainer::MakeDataset(*flags);
+  auto model = fulcrum::trainer::MakeModel(flags->model);
+  auto dataset = fulcrum::trainer::MakeDataset(flags->data);
   for (const fulcrum::Error* error :
        {device.ok() ? nullptr : &device.error(), model.ok() ? nullptr : &model.error(),
         dataset.ok() ? nullptr : &dataset.error()}) {
@@ -189,7 +189,7 @@ int Run(std::vector<std::string> args) {
       {"device_product", compute.product().empty() ? "cpu" : compute.product()},
       {"emulated", false},
       {"model", model_name},
-      {"image_size", flags->image_size},
+      {"image_size", flags->model.image_size},
       {"parameters",
        std::accumulate(parameters.begin(), parameters.end(), int64_t{0},
                        [](int64_t sum, const torch::Tensor& p) { return sum + p.numel(); })},

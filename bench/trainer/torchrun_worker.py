@@ -12,7 +12,7 @@ membership change the agent kills every worker and starts them again in the new 
 checkpoint is how training survives that. Each completed step appends one JSON line to --log
 with its wall time, so the benchmark can see when training stopped and resumed.
 
-The model is fulcrum-trainer's `--model cnn` (trainer_image/trainer/model.cc: a 3x3 stem, two
+The model is fulcrum-trainer's `--model cnn` (trainer_image/trainer/model/model.cc: a 3x3 stem, two
 residual blocks with BatchNorm, global mean pool, linear head), SGD with momentum, on random
 synthetic batches of 3 x S x S images: the same work per step as the trainer's. Each rank takes
 B // world samples (equal batches, as DDP does). Needs Debian's python3-torch (/usr/bin/python3).

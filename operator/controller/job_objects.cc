@@ -132,6 +132,30 @@ nlohmann::json TrainerNetworkPolicy(const JobSpec& job) {
               {{"ports", {{{"protocol", "TCP"}, {"port", kTrainerMetricsPort}}}}}}}}}};
 }
 
+namespace {
+
+std::string CommaSeparated(const std::vector<double>& values) {
+  std::string text;
+  for (double value : values) text += (text.empty() ? "" : ",") + Number(value);
+  return text;
+}
+
+void AddPackedDatasetArgs(const PackedDatasetSpec& packed, std::vector<std::string>& args) {
+  auto add = [&args](std::initializer_list<std::string> more) { args.insert(args.end(), more); };
+  add({"--dataset", packed.path});
+  if (!packed.input_field.empty()) add({"--input-field", packed.input_field});
+  if (!packed.label_field.empty()) add({"--label-field", packed.label_field});
+  if (packed.scale) add({"--input-scale", Number(*packed.scale)});
+  if (!packed.mean.empty()) {
+    add({"--normalize-mean", CommaSeparated(packed.mean), "--normalize-std",
+         CommaSeparated(packed.std)});
+  }
+  if (packed.crop_padding > 0) add({"--random-crop-padding", std::to_string(packed.crop_padding)});
+  if (packed.horizontal_flip) add({"--horizontal-flip", "true"});
+}
+
+}  // namespace
+
 std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls) {
   std::vector<std::string> args = {"--coordinator",  "$(FULCRUM_COORDINATOR)",
                                    "--token-file",   std::string(kTokenMountPath) + "/token",
@@ -148,13 +172,27 @@ std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls) {
   }
   if (job.gpus_per_worker == 0) add({"--device", "cpu"});
   if (!job.torchscript_path.empty()) {
-    add({"--model", "torchscript", "--torchscript", job.torchscript_path, "--data-file",
-         job.record_file, "--record-features", std::to_string(job.features_per_record)});
+    add({"--model", "torchscript", "--torchscript", job.torchscript_path});
   } else {
-    add({"--model", job.builtin_model, "--dataset-size", std::to_string(job.synthetic_samples)});
+    add({"--model", job.builtin_model});
   }
-  add({"--seed", std::to_string(job.seed), "--steps", std::to_string(job.TotalSteps()),
-       "--optimizer", job.optimizer, "--lr", Number(job.learning_rate)});
+  if (!job.packed.path.empty()) {
+    AddPackedDatasetArgs(job.packed, args);
+  } else if (!job.record_file.empty()) {
+    add({"--data-file", job.record_file, "--record-features",
+         std::to_string(job.features_per_record)});
+  } else {
+    add({"--dataset-size", std::to_string(job.synthetic_samples)});
+  }
+  // Epochs are counted by the trainers in samples (they know the dataset's size), so they stay
+  // exact when globalBatchSize is edited.
+  if (job.epochs) {
+    add({"--epochs", std::to_string(*job.epochs)});
+  } else {
+    add({"--steps", std::to_string(job.steps.value_or(0))});
+  }
+  add({"--seed", std::to_string(job.seed), "--optimizer", job.optimizer, "--lr",
+       Number(job.learning_rate)});
   if (job.momentum) add({"--momentum", Number(*job.momentum)});
   if (!job.checkpoint_path.empty()) add({"--checkpoint-dir", job.checkpoint_path});
   if (job.checkpoint_every > 0) add({"--checkpoint-every", std::to_string(job.checkpoint_every)});

@@ -34,14 +34,6 @@ Status ReadOptional(const nlohmann::json& object, const std::string& pointer,
 
 }  // namespace
 
-int64_t JobSpec::TotalSteps() const {
-  if (steps) return *steps;
-  if (!epochs || global_batch <= 0) return 0;
-  const int64_t samples = record_file.empty() ? synthetic_samples : 0;
-  if (samples <= 0) return 0;  // a record file's size is known only to the trainer
-  return (*epochs * samples + global_batch - 1) / global_batch;
-}
-
 Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
   JobSpec spec;
   std::map<std::string, int64_t> caps;
@@ -61,6 +53,15 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
            Read(job, "/spec/dataset/synthetic/seed", spec.seed),
            Read(job, "/spec/dataset/recordFile/path", spec.record_file),
            Read(job, "/spec/dataset/recordFile/featuresPerRecord", spec.features_per_record),
+           Read(job, "/spec/dataset/packed/path", spec.packed.path),
+           Read(job, "/spec/dataset/packed/inputField", spec.packed.input_field),
+           Read(job, "/spec/dataset/packed/labelField", spec.packed.label_field),
+           ReadOptional(job, "/spec/dataset/packed/transforms/scale", spec.packed.scale),
+           Read(job, "/spec/dataset/packed/transforms/normalize/mean", spec.packed.mean),
+           Read(job, "/spec/dataset/packed/transforms/normalize/std", spec.packed.std),
+           Read(job, "/spec/dataset/packed/transforms/randomCrop/padding",
+                spec.packed.crop_padding),
+           Read(job, "/spec/dataset/packed/transforms/horizontalFlip", spec.packed.horizontal_flip),
            Read(job, "/spec/globalBatchSize", spec.global_batch),
            Read(job, "/spec/replicas/min", spec.min_replicas),
            Read(job, "/spec/replicas/max", spec.max_replicas),

@@ -16,6 +16,19 @@
 
 namespace fulcrum::controller {
 
+// dataset.packed: a packed dataset directory (docs/dataset-format.md) and the transforms its
+// inputs get on the device.
+struct PackedDatasetSpec {
+  std::string path;
+  std::string input_field;  // empty: the one field besides the label
+  std::string label_field;  // empty: the trainer's default, "label"
+  std::optional<double> scale;
+  std::vector<double> mean;
+  std::vector<double> std;
+  int64_t crop_padding = 0;
+  bool horizontal_flip = false;
+};
+
 struct JobSpec {
   std::string ns;
   std::string name;
@@ -33,6 +46,7 @@ struct JobSpec {
   int64_t seed = 1;
   std::string record_file;
   int64_t features_per_record = 0;
+  PackedDatasetSpec packed;  // dataset.packed; path empty when absent
 
   int global_batch = 0;
   int min_replicas = 1;
@@ -58,9 +72,6 @@ struct JobSpec {
   std::optional<int64_t> active_deadline_seconds;
   std::optional<int64_t> ttl_seconds_after_finished;
 
-  // Total optimizer steps: training.steps, or the epochs' samples over the global batch
-  // (rounded up; with globalBatchSize edited later, the step count set at pod start holds).
-  int64_t TotalSteps() const;
   // The coordinator's name for the job: unique across namespaces.
   std::string CoordinatorJobName() const { return ns + "/" + name; }
 };

@@ -557,7 +557,7 @@ void ConfigureCoordinatorServer(grpc::ServerBuilder& builder, const std::string&
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // Keepalive both ways: the server pings quiet connections (a trainer whose host vanished is
   // noticed in seconds) and accepts the trainers' pings as often as they send them (every 5 s,
-  // trainer_image/trainer/coordinator_link.h), instead of closing them as abusive.
+  // trainer_image/trainer/membership/coordinator_link.h), instead of closing them as abusive.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);

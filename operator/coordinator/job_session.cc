@@ -13,7 +13,7 @@ namespace {
 constexpr double kAverageWeight = 0.2;  // exponential average over ~5 steps
 constexpr int64_t kMaxApplyLeadSteps = 1000;
 // Plans of a generation remembered besides its first (sent_plans_); the trainer keeps the
-// first and at least the latest 32 (trainer_image/trainer/coordinator_link.cc).
+// first and at least the latest 32 (trainer_image/trainer/membership/coordinator_link.cc).
 constexpr std::size_t kKeptPlans = 64;
 
 double UnixSeconds() {

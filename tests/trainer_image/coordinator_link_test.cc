@@ -1,6 +1,6 @@
 // The trainer's end of the Session stream against a scripted coordinator on loopback (real
 // gRPC): which refusals it waits out, and that the Hello is the first message of every stream.
-#include "trainer_image/trainer/coordinator_link.h"
+#include "trainer_image/trainer/membership/coordinator_link.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>

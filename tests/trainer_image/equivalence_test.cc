@@ -1,5 +1,7 @@
 // Weighted aggregation is exact: 3 trainers with local batches {3, 5, 8} end with the same
-// parameters as 1 trainer with batch 16 (20 steps, SGD with momentum, MLP without BatchNorm).
+// parameters as 1 trainer with batch 16 (20 steps, SGD with momentum, MLP without BatchNorm),
+// on synthetic data and on a packed uint8 image dataset normalised, cropped and flipped on the
+// device (so a sample's augmentation does not depend on which rank reads it).
 // All with gradient buckets all-reduced during backward (overlap). So is a step retried in
 // micro-steps after running out of memory (the CPU twin of a GPU's out-of-memory error).
 // Real processes, real Gloo over loopback (static groups, no coordinator).
@@ -7,6 +9,7 @@
 
 #include <cstring>
 
+#include "tests/trainer_image/data/packed_dataset_writer.h"
 #include "tests/trainer_image/harness/local_job.h"
 
 namespace fulcrum::testing {
@@ -38,47 +41,35 @@ double MaxDifference(const std::vector<float>& expected, const std::vector<float
 
 std::vector<std::string> StaticTrainer(const std::string& directory, int rank, int world, int port,
                                        const std::string& batches) {
-  return {TrainerBinary(),
-          "--world-size",
-          std::to_string(world),
-          "--rank",
-          std::to_string(rank),
-          "--rendezvous",
-          "127.0.0.1:" + std::to_string(port),
-          "--batches",
-          batches,
-          "--steps",
-          "20",
-          "--model",
-          "mlp",
-          "--optimizer",
-          "sgd",
-          "--momentum",
-          "0.9",
-          "--lr",
-          "0.05",
-          "--checkpoint-dir",
-          directory,
-          "--collective-timeout-ms",
-          "20000",
+  return {TrainerBinary(), "--world-size", std::to_string(world), "--rank", std::to_string(rank),
+          "--rendezvous", "127.0.0.1:" + std::to_string(port), "--batches", batches, "--steps",
+          "20", "--model", "mlp", "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.05",
+          "--checkpoint-dir", directory, "--collective-timeout-ms", "20000",
           // Small buckets (the MLP's 6922 gradients make 2), so that with overlap (the default)
           // the first bucket is all-reduced while backward is still running.
-          "--bucket-elements",
-          "1024"};
+          "--bucket-elements", "1024"};
 }
 
-TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
-  const std::string single = FreshDirectory("equivalence-single");
-  const std::string multi = FreshDirectory("equivalence-multi");
+// Trains 1 rank with batch 16 and 3 ranks with {3, 5, 8}, each with `extra` flags, and expects
+// the same parameters at the end, bit-identical ranks, and buckets all-reduced during backward.
+void ExpectThreeRanksMatchOne(const std::string& name, const std::vector<std::string>& extra) {
+  const std::string single = FreshDirectory(name + "-single");
+  const std::string multi = FreshDirectory(name + "-multi");
+  auto trainer = [&](const std::string& directory, int rank, int world, int port,
+                     const std::string& batches) {
+    std::vector<std::string> args = StaticTrainer(directory, rank, world, port, batches);
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
   {
-    ChildProcess one(StaticTrainer(single, 0, 1, FreeLoopbackPort(), "16"), single + "/rank0.log");
+    ChildProcess one(trainer(single, 0, 1, FreeLoopbackPort(), "16"), single + "/rank0.log");
     ASSERT_EQ(one.Wait(std::chrono::seconds(120)), 0) << ReadFile(single + "/rank0.log");
   }
   {
     const int port = FreeLoopbackPort();
     std::vector<ChildProcess> ranks;
     for (int rank = 0; rank < 3; ++rank) {
-      ranks.emplace_back(StaticTrainer(multi, rank, 3, port, "3,5,8"),
+      ranks.emplace_back(trainer(multi, rank, 3, port, "3,5,8"),
                          multi + "/rank" + std::to_string(rank) + ".log");
     }
     for (int rank = 0; rank < 3; ++rank) {
@@ -106,6 +97,39 @@ TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
     }
   }
   EXPECT_EQ(checksums.size(), 1u);
+}
+
+TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
+  ExpectThreeRanksMatchOne("equivalence", {});
+}
+
+TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneOnAPackedImageDatasetWithTransforms) {
+  // 64 uint8 images [3, 4, 4]; the class is which channel is brightest, so the task is learnable.
+  constexpr int64_t kSamples = 64;
+  std::vector<uint8_t> pixels(kSamples * 48);
+  std::vector<int64_t> labels(kSamples);
+  uint64_t state = 12345;
+  for (int64_t s = 0; s < kSamples; ++s) {
+    labels[static_cast<std::size_t>(s)] = s % 3;
+    for (int64_t i = 0; i < 48; ++i) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      const int channel = static_cast<int>(i / 16);
+      const int base = channel == s % 3 ? 140 : 40;
+      pixels[static_cast<std::size_t>(s * 48 + i)] = static_cast<uint8_t>(base + (state >> 58));
+    }
+  }
+  std::vector<TestField> fields(2);
+  fields[0].name = "image", fields[0].dtype = "uint8", fields[0].shape = {3, 4, 4};
+  fields[0].data = BytesOf(pixels);
+  fields[1].name = "label", fields[1].dtype = "int64", fields[1].data = BytesOf(labels);
+  fields[1].classes = 3;
+  const std::string dataset = FreshDirectory("equivalence-packed-data");
+  WritePackedDataset(dataset, kSamples, fields);
+  // 20 steps of 16 are 5 epochs of 64: shuffled anew each epoch, augmented anew each epoch.
+  ExpectThreeRanksMatchOne("equivalence-packed",
+                           {"--dataset", dataset, "--input-features", "48", "--classes", "3",
+                            "--normalize-mean", "0.35,0.3,0.25", "--normalize-std", "0.2,0.25,0.3",
+                            "--random-crop-padding", "1", "--horizontal-flip", "true"});
 }
 
 TEST(TrainerEquivalence, AStepThatRunsOutOfMemoryIsRetriedInMicroStepsToTheSameResult) {

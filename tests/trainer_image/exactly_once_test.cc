@@ -1,5 +1,7 @@
-// Exactly-once sharding across a rebalance and a membership change: over two epochs, the
-// sample indices the trainers committed are every index exactly once in every complete epoch.
+// Exactly-once sharding across a rebalance and a membership change, with the loader prefetching
+// the next steps' batches: the sample indices the trainers committed are every index exactly
+// once in every epoch, and the job ends after exactly --epochs epochs: 16 epochs of 400 samples
+// at a global batch of 24 end at position 6,400, the last step taking the 16 samples left.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -12,9 +14,8 @@ namespace fulcrum::testing {
 namespace {
 
 constexpr int kDatasetSize = 400;
-constexpr int kGlobalBatch = 16;
-constexpr int kSteps = 400;
-constexpr int kCompleteEpochs = kSteps * kGlobalBatch / kDatasetSize;
+constexpr int kGlobalBatch = 24;  // 6,400 is not a multiple of it: the last step is partial
+constexpr int kEpochs = 16;
 
 TEST(TrainerExactlyOnce, EverySampleOncePerEpochAcrossRebalanceAndJoin) {
   LocalJob job("exactly-once", {"--global-batch", std::to_string(kGlobalBatch), "--min-workers",
@@ -27,7 +28,7 @@ TEST(TrainerExactlyOnce, EverySampleOncePerEpochAcrossRebalanceAndJoin) {
     const std::string slowdown_file = job.directory() + "/" + pod + ".slowdown";
     WriteFile(slowdown_file, "100\n");
     return std::vector<std::string>{"--dataset-size",  std::to_string(kDatasetSize),
-                                    "--steps",         std::to_string(kSteps),
+                                    "--epochs",        std::to_string(kEpochs),
                                     "--slowdown-file", slowdown_file};
   };
   job.StartTrainer("a", args_for("a"));
@@ -62,7 +63,10 @@ TEST(TrainerExactlyOnce, EverySampleOncePerEpochAcrossRebalanceAndJoin) {
       plans_by_generation[line["generation"]].insert(line["batches"].get<std::vector<int>>());
     }
   }
-  for (int epoch = 0; epoch < kCompleteEpochs; ++epoch) {
+  // Nothing past the last epoch, and every epoch complete.
+  ASSERT_FALSE(index_at.empty());
+  EXPECT_EQ(index_at.rbegin()->first, int64_t{kEpochs} * kDatasetSize - 1);
+  for (int epoch = 0; epoch < kEpochs; ++epoch) {
     std::vector<int> uses(kDatasetSize, 0);
     for (int64_t position = epoch * kDatasetSize; position < (epoch + 1) * kDatasetSize;
          ++position) {
@@ -88,9 +92,19 @@ TEST(TrainerExactlyOnce, EverySampleOncePerEpochAcrossRebalanceAndJoin) {
   }();
   ASSERT_NE(join_position, -1) << "the third trainer never trained a step";
   std::cout << "the third trainer joined at position " << join_position << " of "
-            << kSteps * kGlobalBatch << "\n";
-  EXPECT_LT(join_position, (kCompleteEpochs - 1) * kDatasetSize)
+            << kEpochs * kDatasetSize << "\n";
+  EXPECT_LT(join_position, (kEpochs - 1) * kDatasetSize)
       << "the join came too late to be checked within a complete epoch";
+  // Every trainer finished because the epochs were done, and the loader had prefetched batches
+  // that a rebalance or the join then made useless (dropped, not trained on).
+  int64_t dropped = 0;
+  for (const char* pod : {"a", "b", "c"}) {
+    const auto finished = ReadJsonLines(job.trainer_log(pod), "finished");
+    ASSERT_FALSE(finished.empty()) << ReadFile(job.trainer_log(pod));
+    EXPECT_EQ(finished.back()["why"], "epochs done");
+    dropped += finished.back()["loads_dropped"].get<int64_t>();
+  }
+  EXPECT_GT(dropped, 0) << "no prefetched batch was ever replaced by a new plan's";
 }
 
 }  // namespace

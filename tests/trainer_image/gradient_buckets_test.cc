@@ -1,7 +1,7 @@
 // GradientBuckets against a recording collective: which values go out in which collective, and
 // that the step's control values ride in the last gradient bucket instead of a collective of
 // their own.
-#include "trainer_image/trainer/gradient_buckets.h"
+#include "trainer_image/trainer/collective/gradient_buckets.h"
 
 #include <gtest/gtest.h>
 

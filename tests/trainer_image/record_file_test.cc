@@ -1,6 +1,6 @@
 // --data-file records read back as written; a file of the wrong size, a record past the end or
 // one whose label is not a class is an error naming the file and the record.
-#include "trainer_image/trainer/record_file.h"
+#include "trainer_image/trainer/data/record_file.h"
 
 #include <gtest/gtest.h>
 

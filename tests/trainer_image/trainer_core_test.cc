@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "trainer_image/trainer/emulated_slowdown.h"
-#include "trainer_image/trainer/sample_order.h"
+#include "trainer_image/trainer/data/sample_order.h"
+#include "trainer_image/trainer/device/emulated_slowdown.h"
 #include "trainer_image/trainer/trainer_flags.h"
 
 namespace fulcrum::trainer {
@@ -84,6 +84,17 @@ TEST(TrainerFlags, NamesTheFlagThatIsWrong) {
   EXPECT_EQ(ParseTrainerFlags({"--bogus", "1"}).error().field, "--bogus");
 }
 
+TEST(TrainerFlags, AFlagGivenTwiceTakesItsLastValueSoAJobsArgsOverrideTheOperators) {
+  const Result<TrainerConfig> config = ParseTrainerFlags(
+      {"--world-size", "3", "--rank", "1", "--rendezvous", "h:1", "--batches", "1,1,1", "--steps",
+       "600", "--batches", "3,5,8", "--steps", "20", "--normalize-mean", "0.5,0.25"});
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  EXPECT_EQ(config->batches, (std::vector<int>{3, 5, 8}));
+  EXPECT_EQ(config->steps, 20);
+  EXPECT_EQ(config->transform.mean, (std::vector<double>{0.5, 0.25}));
+  EXPECT_EQ(ParseTrainerFlags({"--batches", "3,x"}).error().field, "--batches");
+}
+
 TEST(TrainerFlags, TheCoordinatorLinkIsTlsUnlessPlaintextIsAskedForByName) {
   const std::vector<std::string> base = {"--coordinator", "h:1", "--token-file", "t"};
   const Error neither = ParseTrainerFlags(base).error();
@@ -93,7 +104,7 @@ TEST(TrainerFlags, TheCoordinatorLinkIsTlsUnlessPlaintextIsAskedForByName) {
     more.insert(more.begin(), base.begin(), base.end());
     return ParseTrainerFlags(more);
   };
-  const Result<TrainerFlags> tls = with({"--coordinator-ca", "/var/run/fulcrum/token/ca.crt"});
+  const Result<TrainerConfig> tls = with({"--coordinator-ca", "/var/run/fulcrum/token/ca.crt"});
   ASSERT_TRUE(tls.ok());
   EXPECT_EQ(tls->coordinator_ca, "/var/run/fulcrum/token/ca.crt");
   EXPECT_TRUE(with({"--coordinator-insecure", "true"})->coordinator_insecure);
@@ -117,7 +128,7 @@ TEST(TrainerFlags, SlowdownFileDefaultsToTheEnvironmentsAndAFlagOverridesIt) {
 TEST(TrainerFlags, DeviceAndCollectiveDefaultToAutoAndRejectNcclOnTheCpu) {
   const std::vector<std::string> base = {"--coordinator",    "h:1",   "--token-file", "t",
                                          "--coordinator-ca", "ca.crt"};
-  const Result<TrainerFlags> defaults = ParseTrainerFlags(base);
+  const Result<TrainerConfig> defaults = ParseTrainerFlags(base);
   ASSERT_TRUE(defaults.ok());
   EXPECT_EQ(defaults->device, DeviceKind::kAuto);
   EXPECT_EQ(defaults->collective, CollectiveKind::kAuto);
@@ -132,7 +143,7 @@ TEST(TrainerFlags, DeviceAndCollectiveDefaultToAutoAndRejectNcclOnTheCpu) {
   EXPECT_EQ(with({"--device", "cpu", "--collective", "nccl"}).error().field, "--collective");
   EXPECT_EQ(with({"--device-index", "-1"}).error().field, "--device-index");
   EXPECT_EQ(with({"--emulated-max-micro-batch", "-2"}).error().field, "--emulated-max-micro-batch");
-  EXPECT_EQ(with({"--model", "resnet18"})->model, ModelKind::kResNet18);
+  EXPECT_EQ(with({"--model", "resnet18"})->model.kind, ModelKind::kResNet18);
 }
 
 }  // namespace

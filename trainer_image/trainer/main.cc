@@ -4,8 +4,8 @@
 #include <iostream>
 #include <map>
 
+#include "trainer_image/trainer/loop/training_loop.h"
 #include "trainer_image/trainer/trainer_flags.h"
-#include "trainer_image/trainer/training_loop.h"
 
 namespace {
 
@@ -19,19 +19,18 @@ extern "C" void OnStopSignal(int signal_number) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::cout << fulcrum::trainer::kTrainerUsage;
-    return 0;
-  }
   std::map<std::string, std::string> environment;
   if (const char* slowdown_file = std::getenv("FULCRUM_SLOWDOWN_FILE")) {
     environment["FULCRUM_SLOWDOWN_FILE"] = slowdown_file;
   }
-  auto flags = fulcrum::trainer::ParseTrainerFlags(args, environment);
-  if (!flags.ok()) {
-    std::cerr << fulcrum::trainer::kTrainerUsage
-              << "fulcrum-trainer: error: " << flags.error().field << ": " << flags.error().message
-              << "\n";
+  auto config = fulcrum::trainer::ParseTrainerFlags(args, environment);
+  if (!config.ok() && config.error().field == "--help") {
+    std::cout << config.error().message;
+    return 0;
+  }
+  if (!config.ok()) {
+    std::cerr << "fulcrum-trainer: error: " << config.error().field << ": "
+              << config.error().message << "\n";
     return 2;
   }
   std::signal(SIGTERM, OnStopSignal);
@@ -42,5 +41,5 @@ int main(int argc, char** argv) {
   // mid-all-reduce answers a peer's buffered request on a socket that peer's Abort shut down,
   // and dies of SIGPIPE without a line of log instead of failing the step and rejoining.
   std::signal(SIGPIPE, SIG_IGN);
-  return fulcrum::trainer::RunTrainer(*flags, stop_signal);
+  return fulcrum::trainer::RunTrainer(*config, stop_signal);
 }

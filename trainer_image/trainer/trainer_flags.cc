@@ -2,66 +2,12 @@
 
 #include <unistd.h>
 
-#include <functional>
-#include <map>
-#include <sstream>
+#include <CLI/CLI.hpp>
 
-#include "common/flag_parsing.h"
+#include "common/command_line.h"
 
 namespace fulcrum::trainer {
-
-const char* const kTrainerUsage =
-    "usage: fulcrum-trainer (--coordinator HOST:PORT --token-file F\n"
-    "                        (--coordinator-ca PEM | --coordinator-insecure true)\n"
-    "                        | --world-size N --rank R --rendezvous HOST:PORT\n"
-    "                          --batches B0,B1,...) [options]\n"
-    "  membership: --job NAME --pod NAME --node NAME --gpu-product LABEL --host ADDR\n"
-    "  model:      --model mlp|cnn|resnet18|torchscript --torchscript FILE --data-file FILE\n"
-    "              --record-features D --dataset-size N --input-features D --hidden H\n"
-    "              --image-size S --classes C --shuffle true|false --seed N\n"
-    "  optimizer:  --optimizer sgd|adam --lr F --momentum F --steps N (0: until stopped)\n"
-    "  state:      --checkpoint-dir DIR --checkpoint-every N\n"
-    "  runtime:    --metrics-port P (-1 off) --collective-timeout-ms MS --bucket-elements N\n"
-    "              --overlap true|false (all-reduce buckets during backward; default true)\n"
-    "              --threads N --sample-log FILE\n"
-    "  device:     --device auto|cpu|cuda (auto: cuda when a GPU is visible) --device-index N\n"
-    "              --collective auto|gloo|nccl (auto: nccl on cuda, gloo on the CPU)\n"
-    "  emulation:  --emulated-slowdown F --slowdown-file FILE (default $FULCRUM_SLOWDOWN_FILE)\n"
-    "              --emulated-max-micro-batch N (larger micro-batches fail as out of memory;\n"
-    "              tests and demos only)\n";
-
 namespace {
-
-using flags::ParseNumber;
-
-Status ParseBatches(const std::string& flag, const std::string& text, std::vector<int>* out) {
-  std::istringstream parts(text);
-  std::string part;
-  while (std::getline(parts, part, ',')) {
-    int batch = 0;
-    if (Status status = ParseNumber(flag, part, &batch); !status.ok()) return status;
-    if (batch < 0) return InvalidArgument(flag, "batches must be >= 0");
-    out->push_back(batch);
-  }
-  return Ok();
-}
-
-// A flag whose value names one of a fixed set of choices.
-template <typename Enum>
-flags::FlagSetter OneOf(Enum* out, std::vector<std::pair<std::string, Enum>> choices) {
-  return [out, choices = std::move(choices)](const std::string& flag,
-                                             const std::string& value) -> Status {
-    std::string names;
-    for (const auto& [name, choice] : choices) {
-      if (value == name) {
-        *out = choice;
-        return Ok();
-      }
-      names += (names.empty() ? "" : ", ") + name;
-    }
-    return InvalidArgument(flag, "must be one of " + names);
-  };
-}
 
 std::string Hostname() {
   char name[256] = {};
@@ -69,137 +15,283 @@ std::string Hostname() {
   return name;
 }
 
-Status Validate(const TrainerFlags& flags) {
-  if (flags.coordinator.empty()) {
-    if (flags.world_size < 1) return InvalidArgument("--world-size", "must be >= 1");
-    if (flags.rank < 0 || flags.rank >= flags.world_size) {
+// The flags, bound to `config`.
+void AddFlags(CLI::App& app, TrainerConfig& config) {
+  SetFlagDefaults(app);
+
+  const char* membership = "Membership: a coordinator, or a fixed group (tests, benchmarks)";
+  app.add_option("--job", config.job, "job name, NAMESPACE/NAME")->group(membership);
+  app.add_option("--coordinator", config.coordinator,
+                 "HOST:PORT of the coordinator; without it, the static group below")
+      ->group(membership);
+  app.add_option("--token-file", config.token_file, "file holding the job token (first line)")
+      ->group(membership);
+  app.add_option("--coordinator-ca", config.coordinator_ca,
+                 "CA certificate (PEM) to verify the coordinator's TLS certificate against")
+      ->group(membership);
+  AddBool(app, "--coordinator-insecure", config.coordinator_insecure,
+          "true: talk plaintext to a local coordinator")
+      ->group(membership);
+  app.add_option("--pod", config.pod, "this trainer's name (default: HOSTNAME-PID)")
+      ->group(membership);
+  app.add_option("--node", config.node, "the node's name (default: hostname)")->group(membership);
+  app.add_option("--gpu-product", config.gpu_product,
+                 "the node's GPU product label (a CUDA device's own name wins)")
+      ->group(membership);
+  app.add_option("--world-size", config.world_size, "static group: number of ranks")
+      ->group(membership);
+  app.add_option("--rank", config.rank, "static group: this trainer's rank")->group(membership);
+  app.add_option("--rendezvous", config.rendezvous,
+                 "static group: HOST:PORT where rank 0 serves the store")
+      ->group(membership);
+  AddList(app, "--batches", config.batches, "static group: every rank's local batch, B0,B1,...")
+      ->group(membership);
+  app.add_option("--host", config.host, "address the store, Gloo and metrics bind to")
+      ->group(membership);
+
+  const char* model = "Model and data";
+  AddChoice(app, "--model", config.model.kind,
+            {{"mlp", ModelKind::kMlp},
+             {"cnn", ModelKind::kCnn},
+             {"resnet18", ModelKind::kResNet18},
+             {"torchscript", ModelKind::kTorchScript}},
+            "what is trained")
+      ->group(model);
+  app.add_option("--torchscript", config.model.torchscript,
+                 "--model torchscript: the module file (forward(x) -> logits)")
+      ->group(model);
+  app.add_option("--dataset", config.data.packed_dir,
+                 "a packed dataset: directory of dataset.json and .npy files "
+                 "(docs/dataset-format.md)")
+      ->group(model);
+  app.add_option("--input-field", config.data.input_field,
+                 "--dataset: the model's input field (default: the one besides the label)")
+      ->group(model);
+  app.add_option("--label-field", config.data.label_field, "--dataset: the integer class field")
+      ->group(model);
+  app.add_option("--data-file", config.data.record_file,
+                 "--model torchscript: file of fixed-size float32 records")
+      ->group(model);
+  app.add_option("--record-features", config.data.record_features,
+                 "float32 features per record (then one int32 label)")
+      ->group(model);
+  app.add_option("--dataset-size", config.data.synthetic_size, "samples of a synthetic dataset")
+      ->group(model);
+  app.add_option("--input-features", config.model.input_features, "MLP input width")->group(model);
+  app.add_option("--hidden", config.model.hidden, "MLP hidden width, CNN channels")->group(model);
+  app.add_option("--image-size", config.model.image_size, "CNN input is 3 x S x S")->group(model);
+  app.add_option("--classes", config.model.classes, "classes of the built-in models")->group(model);
+  AddBool(app, "--shuffle", config.shuffle, "a new sample order every epoch")->group(model);
+  app.add_option("--seed", config.seed,
+                 "seeds the model, the synthetic data, the order and the augmentation")
+      ->group(model);
+
+  const char* transform = "Input transforms, on the device";
+  app.add_option("--input-scale", config.transform.scale,
+                 "integer inputs are multiplied by this (default: 1/255 for uint8, else 1)")
+      ->group(transform);
+  AddList(app, "--normalize-mean", config.transform.mean, "per-channel mean, M0,M1,...")
+      ->group(transform);
+  AddList(app, "--normalize-std", config.transform.std, "per-channel std, S0,S1,...")
+      ->group(transform);
+  app.add_option("--random-crop-padding", config.transform.crop_padding,
+                 "images: random crop after zero padding by this many pixels (0: none)")
+      ->group(transform);
+  AddBool(app, "--horizontal-flip", config.transform.horizontal_flip,
+          "images: flip half of them horizontally")
+      ->group(transform);
+
+  const char* optimizer = "Optimizer";
+  AddChoice(app, "--optimizer", config.optimizer.kind,
+            {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}}, "the update rule")
+      ->group(optimizer);
+  app.add_option("--lr", config.optimizer.learning_rate, "learning rate")->group(optimizer);
+  app.add_option("--momentum", config.optimizer.momentum, "SGD momentum")->group(optimizer);
+  app.add_option("--steps", config.steps, "optimizer steps in total; 0: until stopped")
+      ->group(optimizer);
+  app.add_option("--epochs", config.epochs,
+                 "passes over the dataset in total, the last step partial; 0: off")
+      ->group(optimizer);
+
+  const char* state = "State";
+  app.add_option("--checkpoint-dir", config.checkpoint_dir, "where checkpoints are written")
+      ->group(state);
+  app.add_option("--checkpoint-every", config.checkpoint_every,
+                 "steps between checkpoints; 0: only on SIGTERM or STOP")
+      ->group(state);
+
+  const char* runtime = "Runtime";
+  app.add_option("--metrics-port", config.metrics_port, "Prometheus port; -1 off, 0 any free port")
+      ->group(runtime);
+  app.add_option("--collective-timeout-ms", config.collective_timeout_ms,
+                 "a collective that takes longer fails the step")
+      ->group(runtime);
+  app.add_option("--bucket-elements", config.bucket_elements, "gradient bucket size, elements")
+      ->group(runtime);
+  AddBool(app, "--overlap", config.overlap, "all-reduce buckets while backward runs")
+      ->group(runtime);
+  app.add_option("--threads", config.threads, "torch intra-op threads")->group(runtime);
+  app.add_option("--loader-threads", config.loader_threads,
+                 "threads that load the next steps' batches during a step (0: load on demand)")
+      ->group(runtime);
+  app.add_option("--prefetch-steps", config.prefetch_steps,
+                 "how many steps ahead the loader threads load")
+      ->group(runtime);
+  app.add_option("--sample-log", config.sample_log,
+                 "file of JSON lines: every committed step's sample indices")
+      ->group(runtime);
+
+  const char* device = "Device";
+  AddChoice(app, "--device", config.device,
+            {{"auto", DeviceKind::kAuto}, {"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}},
+            "auto: cuda when a GPU is visible")
+      ->group(device);
+  app.add_option("--device-index", config.device_index, "which visible CUDA device")->group(device);
+  AddChoice(app, "--collective", config.collective,
+            {{"auto", CollectiveKind::kAuto},
+             {"gloo", CollectiveKind::kGloo},
+             {"nccl", CollectiveKind::kNccl}},
+            "auto: nccl on cuda, gloo on the CPU")
+      ->group(device);
+
+  const char* emulation = "EMULATION (tests and demos only)";
+  app.add_option("--emulated-slowdown", config.emulated_slowdown,
+                 "sleep (F - 1) x the compute time after each step's compute")
+      ->group(emulation);
+  app.add_option("--slowdown-file", config.slowdown_file,
+                 "a number in it replaces the slowdown (default $FULCRUM_SLOWDOWN_FILE)")
+      ->group(emulation);
+  app.add_option("--emulated-max-micro-batch", config.emulated_max_micro_batch,
+                 "larger micro-batches fail as out of memory; 0 off")
+      ->group(emulation);
+  app.add_option("--emulated-read-us-per-sample", config.data.emulated_read_microseconds_per_sample,
+                 "slow storage: every read sleeps this long per sample; 0 off")
+      ->group(emulation);
+}
+
+constexpr const char* kDescription =
+    "fulcrum-trainer: heterogeneous data-parallel training with in-place rebalancing.\n"
+    "Joins a coordinator (--coordinator, --token-file, --coordinator-ca or "
+    "--coordinator-insecure true)\n"
+    "or a fixed group (--world-size, --rank, --rendezvous, --batches).";
+
+Status Validate(const TrainerConfig& config) {
+  if (config.coordinator.empty()) {
+    if (config.world_size < 1) return InvalidArgument("--world-size", "must be >= 1");
+    if (config.rank < 0 || config.rank >= config.world_size) {
       return InvalidArgument("--rank", "must be in [0, --world-size)");
     }
-    if (flags.rendezvous.find(':') == std::string::npos) {
+    if (config.rendezvous.find(':') == std::string::npos) {
       return InvalidArgument("--rendezvous", "is required without --coordinator: HOST:PORT");
     }
-    if (static_cast<int>(flags.batches.size()) != flags.world_size) {
+    if (static_cast<int>(config.batches.size()) != config.world_size) {
       return InvalidArgument("--batches", "needs one local batch per rank (--world-size of them)");
     }
-  } else if (flags.token_file.empty()) {
+    for (int batch : config.batches) {
+      if (batch < 0) return InvalidArgument("--batches", "batches must be >= 0");
+    }
+  } else if (config.token_file.empty()) {
     return InvalidArgument("--token-file", "is required with --coordinator");
-  } else if (flags.coordinator_ca.empty() == !flags.coordinator_insecure) {
+  } else if (config.coordinator_ca.empty() == !config.coordinator_insecure) {
     return InvalidArgument("--coordinator-ca",
-                           flags.coordinator_insecure
+                           config.coordinator_insecure
                                ? "and --coordinator-insecure true exclude each other"
                                : "is required with --coordinator: the CA file to verify the "
                                  "coordinator's TLS certificate against (the operator mounts it "
                                  "beside the token), or --coordinator-insecure true for a local "
                                  "plaintext coordinator");
   }
-  if (flags.model == ModelKind::kTorchScript &&
-      (flags.torchscript.empty() || flags.data_file.empty() || flags.record_features < 1)) {
+  const ModelOptions& model = config.model;
+  const DatasetOptions& data = config.data;
+  if (!data.packed_dir.empty() && !data.record_file.empty())
+    return InvalidArgument("--dataset", "and --data-file exclude each other");
+  if (!data.record_file.empty() && data.record_features < 1)
+    return InvalidArgument("--record-features", "is required with --data-file (>= 1)");
+  if (model.kind == ModelKind::kTorchScript &&
+      (model.torchscript.empty() || (data.record_file.empty() && data.packed_dir.empty()))) {
     return InvalidArgument("--model",
-                           "torchscript needs --torchscript, --data-file and --record-features");
+                           "torchscript needs --torchscript and data: --dataset, or --data-file "
+                           "with --record-features");
   }
-  if (flags.dataset_size < 1) return InvalidArgument("--dataset-size", "must be >= 1");
-  if (flags.input_features < 1 || flags.hidden < 1 || flags.classes < 2 || flags.image_size < 4) {
+  if (config.epochs < 0) return InvalidArgument("--epochs", "must be >= 0");
+  if (config.epochs > 0 && config.steps > 0)
+    return InvalidArgument("--epochs", "and --steps exclude each other: set one");
+  if (config.data.synthetic_size < 1) return InvalidArgument("--dataset-size", "must be >= 1");
+  if (model.input_features < 1 || model.hidden < 1 || model.classes < 2 || model.image_size < 4) {
     return InvalidArgument("--input-features/--hidden/--classes/--image-size",
                            "must be >= 1, >= 1, >= 2 and >= 4");
   }
-  if (!(flags.learning_rate > 0.0)) return InvalidArgument("--lr", "must be > 0");
-  if (!(flags.momentum >= 0.0 && flags.momentum < 1.0))
+  if (!(config.optimizer.learning_rate > 0.0)) return InvalidArgument("--lr", "must be > 0");
+  if (!(config.optimizer.momentum >= 0.0 && config.optimizer.momentum < 1.0))
     return InvalidArgument("--momentum", "must be in [0, 1)");
-  if (flags.steps < 0) return InvalidArgument("--steps", "must be >= 0");
-  if (flags.checkpoint_every < 0) return InvalidArgument("--checkpoint-every", "must be >= 0");
-  if (flags.checkpoint_every > 0 && flags.checkpoint_dir.empty()) {
+  if (config.steps < 0) return InvalidArgument("--steps", "must be >= 0");
+  if (config.checkpoint_every < 0) return InvalidArgument("--checkpoint-every", "must be >= 0");
+  if (config.checkpoint_every > 0 && config.checkpoint_dir.empty()) {
     return InvalidArgument("--checkpoint-dir", "is required with --checkpoint-every");
   }
-  if (flags.metrics_port < -1 || flags.metrics_port > 65535) {
+  if (config.metrics_port < -1 || config.metrics_port > 65535) {
     return InvalidArgument("--metrics-port", "must be -1 (off) or a port in [0, 65535]");
   }
-  if (!(flags.emulated_slowdown >= 1.0 && flags.emulated_slowdown <= 100.0)) {
+  if (!(config.emulated_slowdown >= 1.0 && config.emulated_slowdown <= 100.0)) {
     return InvalidArgument("--emulated-slowdown", "must be in [1, 100]");
   }
-  if (flags.collective_timeout_ms < 100)
+  if (config.collective_timeout_ms < 100)
     return InvalidArgument("--collective-timeout-ms", "must be >= 100");
-  if (flags.bucket_elements < 1024) return InvalidArgument("--bucket-elements", "must be >= 1024");
-  if (flags.threads < 1) return InvalidArgument("--threads", "must be >= 1");
-  if (flags.device_index < 0) return InvalidArgument("--device-index", "must be >= 0");
-  if (flags.device == DeviceKind::kCpu && flags.collective == CollectiveKind::kNccl) {
+  if (config.bucket_elements < 1024) return InvalidArgument("--bucket-elements", "must be >= 1024");
+  if (config.threads < 1) return InvalidArgument("--threads", "must be >= 1");
+  if (config.loader_threads < 0 || config.loader_threads > 64)
+    return InvalidArgument("--loader-threads", "must be in [0, 64]");
+  if (config.prefetch_steps < 1 || config.prefetch_steps > 64)
+    return InvalidArgument("--prefetch-steps", "must be in [1, 64]");
+  if (config.device_index < 0) return InvalidArgument("--device-index", "must be >= 0");
+  if (config.device == DeviceKind::kCpu && config.collective == CollectiveKind::kNccl) {
     return InvalidArgument("--collective", "nccl needs --device cuda; use gloo on the CPU");
   }
-  if (flags.emulated_max_micro_batch < 0)
+  if (config.data.emulated_read_microseconds_per_sample < 0 ||
+      config.data.emulated_read_microseconds_per_sample > 1000000)
+    return InvalidArgument("--emulated-read-us-per-sample", "must be in [0, 1000000] (0: off)");
+  if (config.emulated_max_micro_batch < 0)
     return InvalidArgument("--emulated-max-micro-batch", "must be >= 0 (0: off)");
   return Ok();
 }
 
+// What the layers take from flags that belong to another layer.
+void ShareAcrossLayers(TrainerConfig& config) {
+  config.model.seed = config.seed;
+  config.data.seed = config.seed;
+  config.transform.seed = config.seed;
+  config.data.classes = config.model.classes;
+  config.data.synthetic_shape =
+      config.model.kind == ModelKind::kMlp
+          ? std::vector<int64_t>{config.model.input_features}
+          : std::vector<int64_t>{3, config.model.image_size, config.model.image_size};
+}
+
 }  // namespace
 
-Result<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args,
-                                       const std::map<std::string, std::string>& environment) {
-  TrainerFlags f;
+std::string TrainerHelp() {
+  TrainerConfig config;
+  CLI::App app{kDescription, "fulcrum-trainer"};
+  AddFlags(app, config);
+  return app.help();
+}
+
+Result<TrainerConfig> ParseTrainerFlags(const std::vector<std::string>& args,
+                                        const std::map<std::string, std::string>& environment) {
+  TrainerConfig config;
   if (const auto file = environment.find("FULCRUM_SLOWDOWN_FILE"); file != environment.end()) {
-    f.slowdown_file = file->second;
+    config.slowdown_file = file->second;
   }
-  using Setter = flags::FlagSetter;
-  auto number = [](auto* out) -> Setter {
-    return [out](const std::string& flag, const std::string& value) {
-      return ParseNumber(flag, value, out);
-    };
-  };
-  const std::map<std::string, Setter> setters = {
-      {"--job", flags::TextFlag(&f.job)},
-      {"--coordinator", flags::TextFlag(&f.coordinator)},
-      {"--token-file", flags::TextFlag(&f.token_file)},
-      {"--coordinator-ca", flags::TextFlag(&f.coordinator_ca)},
-      {"--coordinator-insecure", flags::BoolFlag(&f.coordinator_insecure)},
-      {"--pod", flags::TextFlag(&f.pod)},
-      {"--node", flags::TextFlag(&f.node)},
-      {"--gpu-product", flags::TextFlag(&f.gpu_product)},
-      {"--rank", number(&f.rank)},
-      {"--world-size", number(&f.world_size)},
-      {"--rendezvous", flags::TextFlag(&f.rendezvous)},
-      {"--batches", [&](auto& flag, auto& v) { return ParseBatches(flag, v, &f.batches); }},
-      {"--host", flags::TextFlag(&f.host)},
-      {"--model", OneOf(&f.model, {{"mlp", ModelKind::kMlp},
-                                   {"cnn", ModelKind::kCnn},
-                                   {"resnet18", ModelKind::kResNet18},
-                                   {"torchscript", ModelKind::kTorchScript}})},
-      {"--torchscript", flags::TextFlag(&f.torchscript)},
-      {"--data-file", flags::TextFlag(&f.data_file)},
-      {"--record-features", number(&f.record_features)},
-      {"--dataset-size", number(&f.dataset_size)},
-      {"--input-features", number(&f.input_features)},
-      {"--hidden", number(&f.hidden)},
-      {"--image-size", number(&f.image_size)},
-      {"--classes", number(&f.classes)},
-      {"--shuffle", flags::BoolFlag(&f.shuffle)},
-      {"--seed", number(&f.seed)},
-      {"--optimizer",
-       OneOf(&f.optimizer, {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}})},
-      {"--lr", number(&f.learning_rate)},
-      {"--momentum", number(&f.momentum)},
-      {"--steps", number(&f.steps)},
-      {"--checkpoint-dir", flags::TextFlag(&f.checkpoint_dir)},
-      {"--checkpoint-every", number(&f.checkpoint_every)},
-      {"--metrics-port", number(&f.metrics_port)},
-      {"--emulated-slowdown", number(&f.emulated_slowdown)},
-      {"--slowdown-file", flags::TextFlag(&f.slowdown_file)},
-      {"--collective-timeout-ms", number(&f.collective_timeout_ms)},
-      {"--bucket-elements", number(&f.bucket_elements)},
-      {"--sample-log", flags::TextFlag(&f.sample_log)},
-      {"--threads", number(&f.threads)},
-      {"--device", OneOf(&f.device, {{"auto", DeviceKind::kAuto},
-                                     {"cpu", DeviceKind::kCpu},
-                                     {"cuda", DeviceKind::kCuda}})},
-      {"--device-index", number(&f.device_index)},
-      {"--collective", OneOf(&f.collective, {{"auto", CollectiveKind::kAuto},
-                                             {"gloo", CollectiveKind::kGloo},
-                                             {"nccl", CollectiveKind::kNccl}})},
-      {"--emulated-max-micro-batch", number(&f.emulated_max_micro_batch)},
-      {"--overlap", flags::BoolFlag(&f.overlap)},
-  };
-  if (Status status = flags::ApplyFlags(args, setters); !status.ok()) return status.error();
-  if (f.node.empty()) f.node = Hostname();
-  if (f.pod.empty()) f.pod = Hostname() + "-" + std::to_string(getpid());
-  if (Status status = Validate(f); !status.ok()) return status.error();
-  return f;
+  CLI::App app{kDescription, "fulcrum-trainer"};
+  AddFlags(app, config);
+  Result<CommandLine> parsed = ParseCommandLine(app, args);
+  if (!parsed.ok()) return parsed.error();
+  if (*parsed == CommandLine::kHelpAsked) return InvalidArgument("--help", app.help());
+  if (config.node.empty()) config.node = Hostname();
+  if (config.pod.empty()) config.pod = Hostname() + "-" + std::to_string(getpid());
+  if (Status status = Validate(config); !status.ok()) return status.error();
+  ShareAcrossLayers(config);
+  return config;
 }
 
 }  // namespace fulcrum::trainer

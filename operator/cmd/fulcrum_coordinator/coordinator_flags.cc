@@ -1,73 +1,78 @@
 #include "operator/cmd/fulcrum_coordinator/coordinator_flags.h"
 
-#include <functional>
-#include <map>
+#include <CLI/CLI.hpp>
 
-#include "common/flag_parsing.h"
+#include "common/command_line.h"
 
 namespace fulcrum::coordinator {
-
-const char* const kCoordinatorUsage =
-    "usage: fulcrum-coordinator --listen HOST:PORT --job-token-file FILE --global-batch B\n"
-    "         [--min-workers N] [--max-workers N] [--policy optimal|proportional|equal]\n"
-    "         [--interval-steps N] [--min-gain F] [--seed N] [--leave-timeout-ms MS]\n"
-    "         [--heartbeat-timeout-ms MS] [--hang-timeout-ms MS] [--settle-ms MS]\n"
-    "         [--apply-lead-steps N]\n"
-    "         [--state-file PATH] (--tls-cert PEM --tls-key PEM | --insecure true)\n"
-    "  FILE: one \"JOB TOKEN\" per line; every job gets the same settings.\n";
-
 namespace {
 
-using flags::BoolFlag;
-using flags::ParseNumber;
-using flags::TextFlag;
+constexpr const char* kDescription =
+    "fulcrum-coordinator: the coordinator alone, for local training without Kubernetes.\n"
+    "--job-token-file holds one \"JOB TOKEN\" per line; every job gets the same settings.\n"
+    "Serves TLS (--tls-cert, --tls-key) or, asked by name, plaintext (--insecure true).";
 
-Status ParseMilliseconds(const std::string& flag, const std::string& text,
-                         std::chrono::milliseconds* out) {
-  int64_t value = 0;
-  if (Status status = ParseNumber(flag, text, &value); !status.ok()) return status;
-  *out = std::chrono::milliseconds(value);
-  return Ok();
+// A duration flag in milliseconds.
+CLI::Option* AddMilliseconds(CLI::App& app, const std::string& flag, std::chrono::milliseconds& out,
+                             const std::string& help) {
+  return app
+      .add_option_function<int64_t>(
+          flag, [&out](int64_t value) { out = std::chrono::milliseconds(value); }, help)
+      ->default_str(std::to_string(out.count()));
+}
+
+void AddFlags(CLI::App& app, CoordinatorFlags& flags, std::string& policy) {
+  JobSessionConfig& job = flags.job_template;
+  SetFlagDefaults(app);
+  app.add_option("--listen", flags.listen, "HOST:PORT to serve on (port 0: any free port)");
+  app.add_option("--job-token-file", flags.job_token_file, "one \"JOB TOKEN\" per line");
+  app.add_option("--state-file", flags.state_file,
+                 "JSON snapshot of every job, rewritten twice a second");
+  app.add_option("--tls-cert", flags.tls_certificate_file, "serving certificate chain (PEM)");
+  app.add_option("--tls-key", flags.tls_key_file, "its private key (PEM)");
+  AddBool(app, "--insecure", flags.insecure, "true: serve plaintext (local use only)");
+  app.add_option("--global-batch", job.global_batch, "every job's global batch (required)");
+  app.add_option("--min-workers", job.min_workers, "workers a generation needs");
+  app.add_option("--max-workers", job.max_workers, "most workers a generation takes");
+  app.add_option("--policy", policy, "optimal, proportional or equal");
+  app.add_option("--interval-steps", job.interval_steps, "steps between rebalance decisions");
+  app.add_option("--min-gain", job.min_gain, "least predicted gain for a new plan");
+  app.add_option("--seed", job.seed, "seeds the balancer's dither");
+  app.add_option("--apply-lead-steps", job.min_apply_lead_steps,
+                 "steps ahead a new plan is announced");
+  AddMilliseconds(app, "--leave-timeout-ms", job.leave_timeout,
+                  "how long a leaving worker is waited for");
+  AddMilliseconds(app, "--heartbeat-timeout-ms", job.heartbeat_timeout,
+                  "a silent worker is gone after this");
+  AddMilliseconds(app, "--hang-timeout-ms", job.hang_timeout,
+                  "a worker whose step takes longer hangs");
+  AddMilliseconds(app, "--settle-ms", job.settle, "wait for more joins before a new generation");
 }
 
 }  // namespace
 
+std::string CoordinatorHelp() {
+  CoordinatorFlags flags;
+  std::string policy;
+  CLI::App app{kDescription, "fulcrum-coordinator"};
+  AddFlags(app, flags, policy);
+  return app.help();
+}
+
 Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& args) {
   CoordinatorFlags flags;
   JobSessionConfig& job = flags.job_template;
-  using Setter = flags::FlagSetter;
-  const std::map<std::string, Setter> setters = {
-      {"--listen", TextFlag(&flags.listen)},
-      {"--job-token-file", TextFlag(&flags.job_token_file)},
-      {"--state-file", TextFlag(&flags.state_file)},
-      {"--tls-cert", TextFlag(&flags.tls_certificate_file)},
-      {"--tls-key", TextFlag(&flags.tls_key_file)},
-      {"--insecure", BoolFlag(&flags.insecure)},
-      {"--global-batch", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.global_batch); }},
-      {"--min-workers", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.min_workers); }},
-      {"--max-workers", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.max_workers); }},
-      {"--interval-steps",
-       [&](auto& f, auto& v) { return ParseNumber(f, v, &job.interval_steps); }},
-      {"--min-gain", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.min_gain); }},
-      {"--seed", [&](auto& f, auto& v) { return ParseNumber(f, v, &job.seed); }},
-      {"--apply-lead-steps",
-       [&](auto& f, auto& v) { return ParseNumber(f, v, &job.min_apply_lead_steps); }},
-      {"--leave-timeout-ms",
-       [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.leave_timeout); }},
-      {"--heartbeat-timeout-ms",
-       [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.heartbeat_timeout); }},
-      {"--hang-timeout-ms",
-       [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.hang_timeout); }},
-      {"--settle-ms", [&](auto& f, auto& v) { return ParseMilliseconds(f, v, &job.settle); }},
-      {"--policy",
-       [&](auto& f, auto& v) -> Status {
-         Result<balancer::PolicyKind> policy = balancer::ParsePolicyKind(v, f);
-         if (!policy.ok()) return policy.error();
-         job.policy = *policy;
-         return Ok();
-       }},
-  };
-  if (Status status = flags::ApplyFlags(args, setters); !status.ok()) return status.error();
+  std::string policy;
+  CLI::App app{kDescription, "fulcrum-coordinator"};
+  AddFlags(app, flags, policy);
+  Result<CommandLine> parsed = ParseCommandLine(app, args);
+  if (!parsed.ok()) return parsed.error();
+  if (*parsed == CommandLine::kHelpAsked) return InvalidArgument("--help", app.help());
+  if (!policy.empty()) {
+    Result<balancer::PolicyKind> kind = balancer::ParsePolicyKind(policy, "--policy");
+    if (!kind.ok()) return kind.error();
+    job.policy = *kind;
+  }
   if (flags.listen.empty()) return InvalidArgument("--listen", "is required, e.g. 127.0.0.1:50051");
   if (flags.job_token_file.empty()) return InvalidArgument("--job-token-file", "is required");
   if (job.global_batch < 1)

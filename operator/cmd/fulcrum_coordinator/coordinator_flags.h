@@ -1,4 +1,4 @@
-// Command line of fulcrum-coordinator, parsed and validated (errors name the flag).
+// Command line of fulcrum-coordinator (CLI11), parsed and validated (errors name the flag).
 #pragma once
 
 #include <string>
@@ -20,8 +20,11 @@ struct CoordinatorFlags {
   JobSessionConfig job_template;  // everything but name and token, shared by all jobs
 };
 
-extern const char* const kCoordinatorUsage;
+// The generated help text.
+std::string CoordinatorHelp();
 
+// `args` without the program name. --help comes back as an error whose field is "--help" and
+// whose message is the help text.
 Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& args);
 
 }  // namespace fulcrum::coordinator

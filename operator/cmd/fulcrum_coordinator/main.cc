@@ -42,15 +42,12 @@ void WriteState(const std::string& path, const fulcrum::coordinator::Coordinator
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::cout << fulcrum::coordinator::kCoordinatorUsage;
+  auto flags = fulcrum::coordinator::ParseCoordinatorFlags(args);
+  if (!flags.ok() && flags.error().field == "--help") {
+    std::cout << flags.error().message;
     return 0;
   }
-  auto flags = fulcrum::coordinator::ParseCoordinatorFlags(args);
-  if (!flags.ok()) {
-    std::cerr << fulcrum::coordinator::kCoordinatorUsage;
-    return Fail(flags.error());
-  }
+  if (!flags.ok()) return Fail(flags.error());
   auto tokens = fulcrum::coordinator::ReadTokenFile(flags->job_token_file);
   if (!tokens.ok()) return Fail(tokens.error());
 

@@ -47,15 +47,17 @@ TEST(ParseJobSpec, ReadsTheStoredObject) {
   EXPECT_EQ(spec->CoordinatorJobName(), "team-a/mixed-gpus");
   EXPECT_EQ(spec->global_batch, 96);
   EXPECT_EQ(spec->max_replicas, 3);
-  EXPECT_EQ(spec->TotalSteps(), 600);
+  EXPECT_EQ(spec->steps, 600);
   EXPECT_THAT(spec->gpu_selector.denied, ElementsAre("Tesla-K80"));
   EXPECT_EQ(spec->momentum, 0.9);
 }
 
-TEST(ParseJobSpec, EpochsBecomeStepsAndBadFieldsAreNamed) {
+TEST(ParseJobSpec, EpochsGoToTheTrainersAndBadFieldsAreNamed) {
   nlohmann::json job = MixedGpusJob();
   job["spec"]["training"] = {{"epochs", 2}, {"optimizer", "adam"}, {"learningRate", 0.001}};
-  EXPECT_EQ(ParseJobSpec(job)->TotalSteps(), (2 * 50000 + 95) / 96);
+  const std::vector<std::string> args = TrainerArgs(ParseJobSpec(job).value());
+  EXPECT_EQ(FlagValue(args, "--epochs"), "2");
+  EXPECT_EQ(std::find(args.begin(), args.end(), "--steps"), args.end());
   job["spec"]["globalBatchSize"] = "many";
   EXPECT_EQ(ParseJobSpec(job).error().field, "spec.globalBatchSize");
   job = MixedGpusJob();
@@ -225,13 +227,40 @@ TEST(TrainerArgs, TheTrainerAcceptsTheOperatorsCommandLine) {
       if (arg == "$(NODE_NAME)") arg = "node-a";
       if (arg == "$(POD_IP)") arg = "10.1.2.3";
     }
-    const Result<trainer::TrainerFlags> flags = trainer::ParseTrainerFlags(args);
+    const Result<trainer::TrainerConfig> flags = trainer::ParseTrainerFlags(args);
     ASSERT_TRUE(flags.ok()) << flags.error().ToString();
     EXPECT_EQ(flags->steps, 600);
-    EXPECT_EQ(flags->hidden, 16);  // the user's args
+    EXPECT_EQ(flags->model.hidden, 16);  // the user's args
     EXPECT_EQ(flags->job, "team-a/mixed-gpus");
     EXPECT_EQ(flags->device, cpu ? trainer::DeviceKind::kCpu : trainer::DeviceKind::kAuto);
   }
+}
+
+// A packed dataset's directory, fields and device transforms reach the trainer as flags it
+// accepts, with epochs counted by the trainer.
+TEST(TrainerArgs, APackedDatasetAndItsTransformsReachTheTrainer) {
+  nlohmann::json stored = MixedGpusJob();
+  stored["spec"]["dataset"] = nlohmann::json::parse(R"({"packed": {
+      "path": "/data/cifar", "inputField": "image", "labelField": "label",
+      "transforms": {"normalize": {"mean": [0.49, 0.48, 0.45], "std": [0.25, 0.24, 0.26]},
+                     "randomCrop": {"padding": 4}, "horizontalFlip": true}}})");
+  stored["spec"]["training"] = {{"epochs", 2}, {"optimizer", "sgd"}, {"learningRate", 0.1}};
+  std::vector<std::string> args = TrainerArgs(ParseJobSpec(stored).value());
+  EXPECT_EQ(FlagValue(args, "--dataset"), "/data/cifar");
+  EXPECT_EQ(FlagValue(args, "--dataset-size"), "");
+  for (std::string& arg : args) {
+    if (arg.starts_with("$(")) arg = "10.0.0.1:7070";
+  }
+  const Result<trainer::TrainerConfig> config = trainer::ParseTrainerFlags(args);
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  EXPECT_EQ(config->data.packed_dir, "/data/cifar");
+  EXPECT_EQ(config->data.input_field, "image");
+  EXPECT_EQ(config->epochs, 2);
+  EXPECT_EQ(config->steps, 0);
+  EXPECT_EQ(config->transform.mean, (std::vector<double>{0.49, 0.48, 0.45}));
+  EXPECT_EQ(config->transform.std, (std::vector<double>{0.25, 0.24, 0.26}));
+  EXPECT_EQ(config->transform.crop_padding, 4);
+  EXPECT_TRUE(config->transform.horizontal_flip);
 }
 
 }  // namespace

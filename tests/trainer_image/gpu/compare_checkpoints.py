@@ -3,7 +3,7 @@
 optimizer state) element by element: exit 0 when max |a - b| <= TOLERANCE.
 
     compare_checkpoints.py A.bin B.bin TOLERANCE
-Layout (trainer_image/trainer/training_state.cc): 16-byte magic, uint64 length, then `length`
+Layout (trainer_image/trainer/state/training_state.cc): 16-byte magic, uint64 length, then `length`
 bytes of state (int64 step, int64 cursor, the tensors' bytes), then a uint64 FNV-1a hash.
 """
 import array

@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
       if (batch < 0) Violated("negative batch");
     }
   }
-  if (flags->classes < 2 || flags->dataset_size < 1 || flags->threads < 1)
+  if (flags->model.classes < 2 || flags->data.synthetic_size < 1 || flags->threads < 1)
     Violated("a size flag below its minimum");
   return 0;
 }

@@ -1,0 +1,183 @@
+#include "trainer_image/trainer/collective/gradient_buckets.h"
+
+#include <algorithm>
+
+namespace fulcrum::trainer {
+
+GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, int64_t bucket_elements,
+                                 torch::Device buffer_device)
+    : parameters_(std::move(parameters)), slots_(parameters_.size()) {
+  int64_t offset = 0;
+  for (std::size_t i = parameters_.size(); i-- > 0;) {
+    if (buckets_.empty() || buckets_.back().count >= bucket_elements) {
+      buckets_.push_back(Bucket{.offset = offset, .count = 0, .parameters = {}});
+    }
+    Bucket& bucket = buckets_.back();
+    const int64_t count = parameters_[i].numel();
+    slots_[i] = Slot{.offset = offset, .count = count, .bucket = buckets_.size() - 1};
+    bucket.count += count;
+    bucket.parameters.push_back(i);
+    offset += count;
+  }
+  // The control values ride in the last bucket, so there is one even without parameters.
+  if (buckets_.empty()) buckets_.push_back(Bucket{.offset = 0, .count = 0, .parameters = {}});
+  gradient_elements_ = offset;
+  flat_ =
+      torch::zeros({offset}, torch::TensorOptions().dtype(torch::kFloat32).device(buffer_device));
+  ready_.assign(parameters_.size(), false);
+  missing_.assign(buckets_.size(), 0);
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    parameters_[i].register_hook(
+        [this, i](const torch::Tensor& gradient) { OnGradient(i, gradient); });
+  }
+}
+
+void GradientBuckets::BeginStep(Collective& collective, void* producer_stream,
+                                std::size_t control_elements) {
+  std::lock_guard lock(mutex_);
+  const int64_t needed = gradient_elements_ + static_cast<int64_t>(control_elements);
+  if (flat_.numel() < needed) {
+    // A larger world's plan: every value is written again each step, so nothing is carried over.
+    flat_ = torch::zeros({needed}, flat_.options());
+  }
+  collective_ = &collective;
+  producer_stream_ = producer_stream;
+  armed_ = false;
+  control_elements_ = control_elements;
+  control_set_ = false;
+  ready_.assign(parameters_.size(), false);
+  for (std::size_t b = 0; b < buckets_.size(); ++b) missing_[b] = buckets_[b].parameters.size();
+  missing_.back() += 1;  // the control values
+  next_bucket_ = 0;
+  pending_.clear();
+  error_.reset();
+}
+
+void GradientBuckets::Arm() {
+  std::lock_guard lock(mutex_);
+  armed_ = true;
+}
+
+bool GradientBuckets::started_any() const {
+  std::lock_guard lock(mutex_);
+  return next_bucket_ > 0;
+}
+
+void GradientBuckets::SetControl(std::span<const double> values) {
+  std::lock_guard lock(mutex_);
+  if (control_set_ || values.size() != control_elements_) {
+    error_ = MakeError(ErrorCode::kInternal,
+                       "control values set twice or with a length other than BeginStep's");
+    return;
+  }
+  const auto count = static_cast<int64_t>(values.size());
+  auto to_float = [](double value) { return static_cast<float>(value); };
+  if (flat_.is_cuda()) {
+    // Through pinned memory, ordered on the producer stream like the gradients' copies: the
+    // staging buffer is rewritten only next step, after Finish waited for this collective.
+    if (control_staging_.numel() < count) {
+      control_staging_ = torch::empty({count}, torch::kFloat32).pin_memory();
+    }
+    std::transform(values.begin(), values.end(), control_staging_.data_ptr<float>(), to_float);
+    torch::NoGradGuard no_grad;
+    flat_.narrow(0, gradient_elements_, count)
+        .copy_(control_staging_.narrow(0, 0, count), /*non_blocking=*/true);
+  } else {
+    std::transform(values.begin(), values.end(), flat_.data_ptr<float>() + gradient_elements_,
+                   to_float);
+  }
+  control_set_ = true;
+  --missing_.back();
+  StartReadyBuckets();
+}
+
+std::vector<double> GradientBuckets::SummedControl() const {
+  std::lock_guard lock(mutex_);
+  const torch::Tensor control =
+      flat_.narrow(0, gradient_elements_, static_cast<int64_t>(control_elements_))
+          .to(torch::kCPU)
+          .contiguous();
+  const float* values = control.data_ptr<float>();
+  return std::vector<double>(values, values + control_elements_);
+}
+
+void GradientBuckets::CopyIntoSlot(std::size_t parameter, const torch::Tensor& gradient) {
+  const Slot& slot = slots_[parameter];
+  torch::NoGradGuard no_grad;
+  torch::Tensor destination = flat_.narrow(0, slot.offset, slot.count);
+  if (gradient.defined()) {
+    destination.copy_(gradient.reshape({-1}));
+  } else {
+    destination.zero_();
+  }
+  ready_[parameter] = true;
+  --missing_[slot.bucket];
+}
+
+void GradientBuckets::OnGradient(std::size_t parameter, const torch::Tensor& gradient) {
+  std::lock_guard lock(mutex_);
+  if (!armed_ || ready_[parameter]) return;
+  // The hook sees this micro-step's gradient before it is added to .grad: add what earlier
+  // micro-steps accumulated.
+  const torch::Tensor& accumulated = parameters_[parameter].grad();
+  CopyIntoSlot(parameter, accumulated.defined() ? accumulated + gradient : gradient);
+  StartReadyBuckets();
+}
+
+void GradientBuckets::StartReadyBuckets() {
+  while (!error_ && next_bucket_ < buckets_.size() && missing_[next_bucket_] == 0) {
+    const Bucket& bucket = buckets_[next_bucket_];
+    // The last bucket ends where the control values start: it carries them.
+    const std::size_t control = next_bucket_ + 1 == buckets_.size() ? control_elements_ : 0;
+    std::span<float> values(flat_.data_ptr<float>() + bucket.offset,
+                            static_cast<std::size_t>(bucket.count) + control);
+    Result<std::unique_ptr<PendingCollective>> started =
+        flat_.is_cuda() ? collective_->StartAllReduceSumOnDevice(values, producer_stream_)
+                        : collective_->StartAllReduceSum(values);
+    if (!started.ok()) {
+      error_ = started.error();
+      return;
+    }
+    pending_.push_back(std::move(*started));
+    ++next_bucket_;
+  }
+}
+
+Status GradientBuckets::Finish() {
+  std::unique_lock lock(mutex_);
+  armed_ = false;
+  if (!control_set_ && !error_) {
+    // The last bucket would never start: every rank would wait for it until the timeout.
+    error_ = MakeError(ErrorCode::kInternal, "GradientBuckets::Finish before SetControl");
+  }
+  overlapped_ = next_bucket_;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    if (!ready_[i]) CopyIntoSlot(i, parameters_[i].grad());
+  }
+  StartReadyBuckets();
+  std::vector<std::unique_ptr<PendingCollective>> pending = std::move(pending_);
+  std::optional<Error> error = error_;
+  lock.unlock();
+  for (std::unique_ptr<PendingCollective>& work : pending) {
+    if (Status status = work->Wait(); !status.ok() && !error) error = status.error();
+  }
+  if (error) return *error;
+  return Ok();
+}
+
+void GradientBuckets::WriteMeanGradients(double global_batch) {
+  torch::NoGradGuard no_grad;
+  flat_.narrow(0, 0, gradient_elements_).div_(global_batch);
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    torch::Tensor& parameter = parameters_[i];
+    const torch::Tensor mean =
+        flat_.narrow(0, slots_[i].offset, slots_[i].count).view(parameter.sizes());
+    if (parameter.grad().defined()) {
+      parameter.mutable_grad().copy_(mean);
+    } else {
+      parameter.mutable_grad() = mean.to(parameter.device(), /*non_blocking=*/false, /*copy=*/true);
+    }
+  }
+}
+
+}  // namespace fulcrum::trainer

@@ -1,0 +1,104 @@
+// The step's gradients, flattened into buckets that are all-reduced as soon as backward has
+// produced them (DDP-style overlap): parameters in reverse order (backward produces the last
+// layers' gradients first), cut into buckets of at least `bucket_elements` floats. An autograd
+// hook on each parameter copies its finished gradient into its slot; when a bucket is full it is
+// started, strictly in bucket order so every rank issues the same collectives in the same order.
+// Without overlap the same buckets are filled and started after backward, one by one.
+//
+// The buffer lives where the collective reduces: GPU memory for NCCL (reduced in place, no
+// host copies), host memory for Gloo (GPU gradients are copied down). The aggregation is the
+// same either way: sums of b_i·ĝ_i, divided by the global batch once all have arrived.
+//
+// The step's control values (what the ranks must agree on: the batch sum, the loss, leave and
+// checkpoint flags, rank 0's next plan) ride at the end of the last bucket, so a step costs one
+// chain of bucket collectives and no separate all-reduce: on short steps the extra collective's
+// latency was most of the step's tail. The last bucket waits for SetControl. They are reduced as
+// float32 like the gradients: exact for integers up to 2^24 (batches, plans, flags), and the
+// loss sum to float precision.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "common/result.h"
+#include "trainer_image/trainer/collective/collective.h"
+
+namespace fulcrum::trainer {
+
+class GradientBuckets {
+ public:
+  // Registers one hook per parameter; the object must outlive the parameters' backward passes.
+  GradientBuckets(std::vector<torch::Tensor> parameters, int64_t bucket_elements,
+                  torch::Device buffer_device);
+  GradientBuckets(const GradientBuckets&) = delete;
+  GradientBuckets& operator=(const GradientBuckets&) = delete;
+
+  int64_t elements() const { return gradient_elements_; }
+  std::size_t bucket_count() const { return buckets_.size(); }
+
+  // Starts a step on `collective` whose control values are `control_elements` long.
+  // `producer_stream` is the CUDA stream backward runs on when the buffer is in GPU memory
+  // (nullptr otherwise).
+  void BeginStep(Collective& collective, void* producer_stream, std::size_t control_elements);
+  // From now until Finish, each gradient backward produces is final (the last micro-step):
+  // hooks copy it and start full buckets. Not called: nothing overlaps.
+  void Arm();
+  bool started_any() const;
+  // This rank's control values for the step (BeginStep's length); the last bucket goes out with
+  // them once its gradients are in too. Call once per step, before Finish.
+  void SetControl(std::span<const double> values);
+  // Buckets the last Finish found already started by backward's hooks: the overlap achieved.
+  std::size_t overlapped_buckets() const { return overlapped_; }
+  // Copies the gradients the hooks did not see (all of them without overlap; unused
+  // parameters; a rank with no samples contributes zeros), starts the remaining buckets in
+  // order and waits for all. After an error the step must not be committed.
+  Status Finish();
+  // After a successful Finish: the control values summed over ranks.
+  std::vector<double> SummedControl() const;
+  // Sets every parameter's gradient to its summed gradient divided by `global_batch`.
+  void WriteMeanGradients(double global_batch);
+
+ private:
+  struct Slot {
+    int64_t offset = 0;
+    int64_t count = 0;
+    std::size_t bucket = 0;
+  };
+  struct Bucket {
+    int64_t offset = 0;
+    int64_t count = 0;
+    std::vector<std::size_t> parameters;
+  };
+
+  void OnGradient(std::size_t parameter, const torch::Tensor& gradient);
+  void CopyIntoSlot(std::size_t parameter, const torch::Tensor& gradient);
+  void StartReadyBuckets();  // with mutex_ held
+
+  std::vector<torch::Tensor> parameters_;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  int64_t gradient_elements_ = 0;
+  torch::Tensor flat_;             // the gradients, then room for the control values
+  torch::Tensor control_staging_;  // pinned host copy of the control values (GPU buffer only)
+
+  mutable std::mutex mutex_;  // hooks run on autograd's threads
+  Collective* collective_ = nullptr;
+  void* producer_stream_ = nullptr;
+  bool armed_ = false;
+  std::size_t control_elements_ = 0;
+  bool control_set_ = false;
+  std::vector<bool> ready_;           // per parameter: copied this step
+  std::vector<std::size_t> missing_;  // per bucket: parameters not yet copied
+  std::size_t next_bucket_ = 0;       // the next bucket to start
+  std::vector<std::unique_ptr<PendingCollective>> pending_;
+  std::optional<Error> error_;
+  std::size_t overlapped_ = 0;
+};
+
+}  // namespace fulcrum::trainer

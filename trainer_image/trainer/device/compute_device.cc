@@ -1,0 +1,55 @@
+#include "trainer_image/trainer/device/compute_device.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+
+namespace fulcrum::trainer {
+namespace {
+
+class CpuDevice final : public ComputeDevice {
+ public:
+  torch::Device device() const override { return torch::kCPU; }
+  std::string product() const override { return ""; }
+  int64_t memory_bytes() const override { return 0; }
+  void* CurrentStream() const override { return nullptr; }
+  void StartCompute() override { start_ = std::chrono::steady_clock::now(); }
+  double FinishComputeSeconds() override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  int64_t PeakMemoryBytes() override {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+  }
+  void ResetPeakMemory() override {}
+  void ReleaseCachedMemory() override {}
+  DeviceBatch StageOnDevice(const std::vector<torch::Tensor>& host) override { return {host, {}}; }
+  void WaitStaged(const DeviceBatch&) override {}
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+std::unique_ptr<ComputeDevice> OpenCpuDevice() {
+  return std::make_unique<CpuDevice>();
+}
+
+Result<std::unique_ptr<ComputeDevice>> OpenComputeDevice(DeviceKind kind, int index) {
+  if (kind == DeviceKind::kCpu) return OpenCpuDevice();
+#if FULCRUM_TORCH_CUDA
+  if (kind == DeviceKind::kAuto && !torch::cuda::is_available()) return OpenCpuDevice();
+  return OpenCudaDevice(index);
+#else
+  (void)index;
+  if (kind == DeviceKind::kAuto) return OpenCpuDevice();
+  return InvalidArgument("--device",
+                         "this fulcrum-trainer was built without CUDA (Debian's CPU libtorch); "
+                         "use --device cpu, or the CUDA build (FULCRUM_WITH_CUDA=ON, "
+                         "trainer_image/Dockerfile.cuda)");
+#endif
+}
+
+}  // namespace fulcrum::trainer

@@ -1,0 +1,776 @@
+#include "trainer_image/trainer/loop/training_loop.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+#include <optional>
+#include <thread>
+
+#include "common/log.h"
+#include "trainer_image/trainer/collective/connect_collective.h"
+#include "trainer_image/trainer/collective/gradient_buckets.h"
+#include "trainer_image/trainer/collective/rendezvous_store.h"
+#include "trainer_image/trainer/data/batch_loader.h"
+#include "trainer_image/trainer/data/dataset.h"
+#include "trainer_image/trainer/data/device_transform.h"
+#include "trainer_image/trainer/data/sample_order.h"
+#include "trainer_image/trainer/device/compute_device.h"
+#include "trainer_image/trainer/device/cpu_allocator.h"
+#include "trainer_image/trainer/device/emulated_slowdown.h"
+#include "trainer_image/trainer/loop/trainer_metrics.h"
+#include "trainer_image/trainer/membership/coordinator_link.h"
+#include "trainer_image/trainer/model/model.h"
+#include "trainer_image/trainer/model/optimizer.h"
+#include "trainer_image/trainer/state/training_state.h"
+
+namespace fulcrum::trainer {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+constexpr auto kWaitSlice = std::chrono::milliseconds(200);
+constexpr int kLogEvery = 10;
+
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+// GPU Feature Discovery labels spell the product with dashes where CUDA has spaces.
+std::string AsProductLabel(std::string name) {
+  std::replace(name.begin(), name.end(), ' ', '-');
+  return name;
+}
+
+// The small vector all-reduced with the gradients every step, at the end of the last gradient
+// bucket (gradient_buckets.h). It carries what the ranks must agree on after the step, so they
+// all act on the same step: the batch sum B, the loss, whether to leave the generation, whether
+// to checkpoint, and rank 0's plan for the next step.
+struct ControlLayout {
+  static constexpr std::size_t kBatch = 0;
+  static constexpr std::size_t kLossSum = 1;
+  static constexpr std::size_t kLeave = 2;
+  static constexpr std::size_t kCheckpoint = 3;
+  static constexpr std::size_t kAccumulation = 4;
+  static constexpr std::size_t kPlan = 5;  // world_size entries follow
+  static std::size_t Size(int world_size) { return kPlan + static_cast<std::size_t>(world_size); }
+};
+
+enum class GenerationEnd { kFinished, kLeft, kFellOut, kFatal };
+
+class Trainer {
+ public:
+  Trainer(TrainerConfig config, const std::atomic<int>& stop_signal)
+      : config_(std::move(config)),
+        stop_signal_(stop_signal),
+        slowdown_(config_.emulated_slowdown, config_.slowdown_file) {}
+
+  Status Init();
+  int Run();
+
+ private:
+  GenerationEnd RunGeneration(const fulcrum::v1::Assignment& assignment);
+  Status SyncState(Collective& collective);
+  Result<bool> TrainStep(Collective& collective, const fulcrum::v1::Assignment& base,
+                         fulcrum::v1::Assignment& plan);
+  // Returns the loss sum; `failed_micro_batch` is the largest micro-batch that ran out of
+  // memory on the way (0: none).
+  Result<double> ForwardBackward(Collective& collective, const Batch& batch,
+                                 const BatchRequest& request, int planned_micro_steps,
+                                 int& failed_micro_batch);
+  void ForwardBackwardOnce(const Batch& batch, const BatchRequest& request, int micro_steps,
+                           double& loss_sum);
+  // This rank's samples of the step that starts at `cursor` under `batches`; the last step of
+  // the last epoch is partial (no rank trains past the last position).
+  Result<BatchRequest> RequestAt(int64_t cursor, const std::vector<int>& batches);
+  // Tells the loader the batches of the next steps, assuming `batches` stays the plan.
+  void PrefetchFrom(int64_t cursor, const std::vector<int>& batches);
+  // Done: the steps are taken, or the cursor has passed every epoch's samples.
+  bool Finished() const {
+    return (config_.steps > 0 && progress_.step >= config_.steps) ||
+           (config_.epochs > 0 && progress_.cursor >= config_.epochs * dataset_->size());
+  }
+  void WriteCheckpointNow(const char* why);
+  void HandleControls();
+  bool WantsToLeave(int64_t generation) const;
+  void LogFinished(const char* why);
+  const std::string& job() const { return config_.job; }
+
+  TrainerConfig config_;
+  const std::atomic<int>& stop_signal_;
+  EmulatedSlowdown slowdown_;
+  std::unique_ptr<ComputeDevice> compute_;
+  CollectiveKind collective_kind_ = CollectiveKind::kGloo;
+  // Learned from out-of-memory errors: the largest micro-batch this device has been seen to
+  // fail at, minus one (max(): none seen). Steps split their batch so no micro-step exceeds it.
+  int micro_batch_limit_ = std::numeric_limits<int>::max();
+  std::unique_ptr<TrainingModel> model_;
+  std::unique_ptr<Dataset> dataset_;
+  std::optional<DeviceTransform> transform_;
+  std::unique_ptr<BatchLoader> loader_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<SampleOrder> order_;
+  std::vector<torch::Tensor> parameters_;
+  std::vector<torch::Tensor> state_tensors_;  // parameters, buffers, optimizer state
+  std::unique_ptr<GradientBuckets> buckets_;
+  Progress progress_;
+  std::unique_ptr<StoreServer> store_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<TrainerMetrics> metrics_;
+  std::ofstream sample_log_;
+  bool stop_requested_ = false;   // Control STOP
+  bool drain_requested_ = false;  // Control DRAIN
+  bool checkpoint_requested_ = false;
+  int rank_ = 0;
+  double last_loss_ = std::numeric_limits<double>::quiet_NaN();
+  struct {
+    int64_t samples = 0;
+    double step_seconds = 0.0;
+    double coordinator_seconds = 0.0;  // time the step spent talking to the coordinator
+    double data_wait_seconds = 0.0;    // time steps waited for their batches
+  } totals_;
+};
+
+Status Trainer::Init() {
+  KeepFreedCpuMemory(job());
+  torch::set_num_threads(config_.threads);
+  Result<std::unique_ptr<ComputeDevice>> compute =
+      OpenComputeDevice(config_.device, config_.device_index);
+  if (!compute.ok()) return compute.error();
+  compute_ = std::move(*compute);
+  const bool on_cuda = compute_->device().is_cuda();
+  collective_kind_ = config_.collective;
+  if (collective_kind_ == CollectiveKind::kAuto)
+    collective_kind_ = on_cuda ? CollectiveKind::kNccl : CollectiveKind::kGloo;
+  if (collective_kind_ == CollectiveKind::kNccl && !on_cuda) {
+    return InvalidArgument("--collective", "nccl needs a CUDA device (--device cuda); use gloo");
+  }
+  Result<std::unique_ptr<TrainingModel>> model = MakeModel(config_.model);
+  if (!model.ok()) return model.error();
+  model_ = std::move(*model);
+  model_->To(compute_->device());
+  Result<std::unique_ptr<Dataset>> dataset = MakeDataset(config_.data);
+  if (!dataset.ok()) return dataset.error();
+  dataset_ = std::move(*dataset);
+  Result<DeviceTransform> transform =
+      DeviceTransform::Make(config_.transform, dataset_->sample_shape(), dataset_->input_type());
+  if (!transform.ok()) return transform.error();
+  transform_ = std::move(*transform);
+  loader_ = std::make_unique<BatchLoader>(*dataset_, *compute_, config_.loader_threads);
+  if (config_.epochs > 0) {
+    log::Info("trainer", job(), "training for epochs",
+              {{"epochs", config_.epochs},
+               {"samples_per_epoch", dataset_->size()},
+               {"last_position", config_.epochs * dataset_->size()}});
+  }
+  order_ = std::make_unique<SampleOrder>(dataset_->size(), config_.seed, config_.shuffle);
+  parameters_ = model_->Parameters();
+  for (const torch::Tensor& parameter : parameters_) {
+    if (parameter.scalar_type() != torch::kFloat32 || !parameter.is_contiguous()) {
+      return InvalidArgument("--torchscript",
+                             "every parameter must be a contiguous float32 tensor");
+    }
+  }
+  // NCCL reduces the buckets in GPU memory; Gloo in host memory.
+  buckets_ = std::make_unique<GradientBuckets>(
+      parameters_, config_.bucket_elements,
+      collective_kind_ == CollectiveKind::kNccl ? compute_->device() : torch::Device(torch::kCPU));
+  optimizer_ = MakeOptimizer(config_.optimizer, parameters_);
+  state_tensors_ = parameters_;
+  for (const torch::Tensor& buffer : model_->Buffers()) state_tensors_.push_back(buffer);
+  for (const torch::Tensor& tensor : optimizer_->State()) state_tensors_.push_back(tensor);
+
+  if (!config_.checkpoint_dir.empty()) {
+    auto checkpoint = ReadLatestCheckpoint(config_.checkpoint_dir);
+    if (!checkpoint.ok()) return checkpoint.error();
+    if (checkpoint->has_value()) {
+      Result<Progress> progress = UnpackState(**checkpoint, state_tensors_);
+      if (!progress.ok()) return progress.error();
+      progress_ = *progress;
+      log::Info("trainer", job(), "resumed from checkpoint",
+                {{"step", progress_.step},
+                 {"cursor", progress_.cursor},
+                 {"checksum", Checksum(parameters_)},
+                 {"dir", config_.checkpoint_dir}});
+    }
+  }
+  if (!config_.sample_log.empty()) {
+    sample_log_.open(config_.sample_log, std::ios::app);
+    if (!sample_log_) return InvalidArgument("--sample-log", "cannot open " + config_.sample_log);
+  }
+  Result<std::unique_ptr<TrainerMetrics>> metrics =
+      TrainerMetrics::Start(config_.host, config_.metrics_port, job(), config_.pod);
+  if (!metrics.ok()) return metrics.error();
+  metrics_ = std::move(*metrics);
+  if (config_.emulated_slowdown != 1.0 || !config_.slowdown_file.empty()) {
+    log::Info("trainer", job(), "EMULATION: compute is slowed down artificially (tests/demos only)",
+              {{"emulation", true},
+               {"factor", config_.emulated_slowdown},
+               {"file", config_.slowdown_file}});
+  }
+
+  if (config_.coordinator.empty()) {
+    // A fixed group: rank 0 serves the store at the rendezvous address.
+    if (config_.rank == 0) {
+      const auto colon = config_.rendezvous.rfind(':');
+      Result<std::unique_ptr<StoreServer>> store = StoreServer::Start(
+          config_.rendezvous.substr(0, colon), std::stoi(config_.rendezvous.substr(colon + 1)));
+      if (!store.ok()) return store.error();
+      store_ = std::move(*store);
+    }
+    fulcrum::v1::Assignment assignment;
+    assignment.set_generation(1);
+    assignment.set_rank(config_.rank);
+    assignment.set_world_size(config_.world_size);
+    assignment.set_rendezvous_address(config_.rendezvous);
+    for (int batch : config_.batches) assignment.add_batches(batch);
+    assignment.set_local_batch(config_.batches[static_cast<std::size_t>(config_.rank)]);
+    assignment.set_global_batch(std::accumulate(config_.batches.begin(), config_.batches.end(), 0));
+    assignment.set_accumulation_steps(1);
+    assignment.set_reason("static group from the command line");
+    membership_ = std::make_unique<StaticMembership>(std::move(assignment));
+  } else {
+    Result<std::unique_ptr<StoreServer>> store = StoreServer::Start(config_.host, 0);
+    if (!store.ok()) return store.error();
+    store_ = std::move(*store);
+    std::ifstream token_file(config_.token_file);
+    std::string token;
+    if (!(token_file >> token))
+      return InvalidArgument("--token-file", "cannot read a token from " + config_.token_file);
+    CoordinatorLinkOptions options;
+    options.address = config_.coordinator;
+    if (config_.coordinator_insecure) {
+      log::Warn("trainer", job(), "the coordinator link is plaintext (--coordinator-insecure)",
+                {{"coordinator", config_.coordinator}});
+    } else {
+      std::ifstream ca_file(config_.coordinator_ca);
+      options.root_certificates.assign(std::istreambuf_iterator<char>(ca_file), {});
+      if (options.root_certificates.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+        return InvalidArgument("--coordinator-ca",
+                               "no PEM certificate in " + config_.coordinator_ca);
+      }
+    }
+    options.hello.set_job(config_.job);
+    options.hello.set_pod(config_.pod);
+    options.hello.set_node(config_.node);
+    // The device's own name and memory where there is one; the node's label otherwise.
+    std::string product = config_.gpu_product;
+    if (!compute_->product().empty()) {
+      const std::string reported = AsProductLabel(compute_->product());
+      if (product != "cpu" && !product.empty() && product != reported) {
+        log::Warn("trainer", job(), "--gpu-product differs from the device; using the device's",
+                  {{"flag", product}, {"device", reported}});
+      }
+      product = reported;
+    }
+    options.hello.set_gpu_product(product);
+    options.hello.set_gpu_memory(compute_->memory_bytes());
+    options.hello.set_token(token);
+    options.hello.set_store_address(store_->address());
+    options.hello.set_step(progress_.step);
+    membership_ = std::make_unique<CoordinatorLink>(std::move(options));
+  }
+  log::Info("trainer", job(), "started",
+            {{"pod", config_.pod},
+             {"device", compute_->device().str()},
+             {"device_product", compute_->product()},
+             {"collective", collective_kind_ == CollectiveKind::kNccl ? "nccl" : "gloo"},
+             {"parameters", buckets_->elements()},
+             {"gradient_buckets", buckets_->bucket_count()},
+             {"overlap", config_.overlap},
+             {"step", progress_.step},
+             {"metrics_port", metrics_->port()},
+             {"pid", static_cast<int>(getpid())}});
+  return Ok();
+}
+
+void Trainer::HandleControls() {
+  while (std::optional<fulcrum::v1::Control> control = membership_->TakeControl()) {
+    log::Info("trainer", job(), "control received",
+              {{"action", fulcrum::v1::Control::Action_Name(control->action())},
+               {"reason", control->reason()}});
+    switch (control->action()) {
+      case fulcrum::v1::Control::CHECKPOINT:
+        checkpoint_requested_ = true;
+        break;
+      case fulcrum::v1::Control::STOP:
+        stop_requested_ = true;
+        break;
+      case fulcrum::v1::Control::DRAIN:
+        drain_requested_ = true;
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+bool Trainer::WantsToLeave(int64_t generation) const {
+  return stop_signal_.load() != 0 || stop_requested_ || drain_requested_ ||
+         membership_->HasNewerGeneration(generation);
+}
+
+void Trainer::WriteCheckpointNow(const char* why) {
+  if (config_.checkpoint_dir.empty()) return;
+  const std::string writer = config_.pod + "." + std::to_string(getpid());
+  Status status = WriteCheckpoint(config_.checkpoint_dir, writer, progress_.step,
+                                  PackState(state_tensors_, progress_));
+  if (!status.ok()) {
+    log::Error("trainer", job(), "checkpoint failed", {{"error", status.error().ToString()}});
+    return;
+  }
+  log::Info("trainer", job(), "checkpoint written",
+            {{"step", progress_.step}, {"checksum", Checksum(parameters_)}, {"why", why}});
+}
+
+void Trainer::LogFinished(const char* why) {
+  log::Info("trainer", job(), "finished",
+            {{"why", why},
+             {"step", progress_.step},
+             {"cursor", progress_.cursor},
+             {"checksum", Checksum(parameters_)},
+             {"loss", last_loss_},
+             {"pid", static_cast<int>(getpid())},
+             {"samples", totals_.samples},
+             {"step_seconds_total", totals_.step_seconds},
+             {"data_wait_seconds_total", totals_.data_wait_seconds},
+             {"loads_started", loader_ ? loader_->loads_started() : 0},
+             {"loads_dropped", loader_ ? loader_->loads_dropped() : 0},
+             {"coordinator_seconds_total", totals_.coordinator_seconds}});
+}
+
+int Trainer::Run() {
+  int64_t generation = 0;
+  while (true) {
+    HandleControls();
+    if (std::optional<Error> fatal = membership_->Fatal()) {
+      log::Error("trainer", job(), "cannot train in this job", {{"error", fatal->ToString()}});
+      return 2;
+    }
+    if (drain_requested_) {
+      LogFinished("drained");
+      return 0;
+    }
+    if (stop_signal_.load() != 0 || stop_requested_) {
+      WriteCheckpointNow(stop_requested_ ? "stop requested" : "SIGTERM");
+      LogFinished("stopped");
+      return 0;
+    }
+    if (Finished()) {
+      if (rank_ == 0) WriteCheckpointNow("final");
+      LogFinished(config_.epochs > 0 ? "epochs done" : "steps done");
+      return 0;
+    }
+    std::optional<fulcrum::v1::Assignment> assignment =
+        membership_->WaitForGeneration(generation, kWaitSlice);
+    if (!assignment) continue;
+    generation = assignment->generation();
+    membership_->SetProgress(generation, progress_.step);
+    switch (RunGeneration(*assignment)) {
+      case GenerationEnd::kFinished:
+      case GenerationEnd::kLeft:
+        break;
+      case GenerationEnd::kFellOut:
+        if (!membership_->RequestRejoin(generation, "collective failed")) return 1;
+        break;
+      case GenerationEnd::kFatal:
+        return 1;
+    }
+  }
+}
+
+Status Trainer::SyncState(Collective& collective) {
+  // Every rank offers its step and state size; the most advanced state wins, so the step
+  // never goes back, and a newcomer (step 0) or a restarted job (its checkpoint) catches up.
+  const auto world = static_cast<std::size_t>(collective.world_size());
+  std::vector<double> offers(2 * world, 0.0);
+  offers[static_cast<std::size_t>(rank_)] = static_cast<double>(progress_.step);
+  offers[world + static_cast<std::size_t>(rank_)] = static_cast<double>(PackedSize(state_tensors_));
+  if (Status status = collective.AllReduceSum(offers); !status.ok()) return status;
+  int source = 0;
+  for (std::size_t r = 0; r < world; ++r) {
+    if (offers[world + r] != offers[world]) {
+      return InvalidArgument("--model",
+                             "trainers of this job disagree on the model or optimizer "
+                             "(state sizes differ): start them with the same flags");
+    }
+    if (offers[r] > offers[static_cast<std::size_t>(source)]) source = static_cast<int>(r);
+  }
+  std::vector<std::byte> bytes = rank_ == source
+                                     ? PackState(state_tensors_, progress_)
+                                     : std::vector<std::byte>(PackedSize(state_tensors_));
+  if (Status status = collective.Broadcast(bytes, source); !status.ok()) return status;
+  if (rank_ != source) {
+    Result<Progress> progress = UnpackState(bytes, state_tensors_);
+    if (!progress.ok()) return progress.error();
+    progress_ = *progress;
+  }
+  log::Info("trainer", job(), "state synchronised",
+            {{"source_rank", source},
+             {"rank", rank_},
+             {"step", progress_.step},
+             {"cursor", progress_.cursor},
+             {"checksum", Checksum(parameters_)}});
+  return Ok();
+}
+
+GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) {
+  rank_ = assignment.rank();
+  const int world = assignment.world_size();
+  if (assignment.batches_size() != world || rank_ < 0 || rank_ >= world) {
+    log::Error("trainer", job(), "malformed assignment: batches must have world_size entries",
+               {{"generation", assignment.generation()}});
+    return GenerationEnd::kFellOut;
+  }
+  log::Info("trainer", job(), "joining generation",
+            {{"generation", assignment.generation()},
+             {"rank", rank_},
+             {"world_size", world},
+             {"rendezvous", assignment.rendezvous_address()},
+             {"reason", assignment.reason()}});
+  CollectiveOptions options;
+  options.rank = rank_;
+  options.world_size = world;
+  options.interface_host = config_.host;
+  options.timeout = std::chrono::milliseconds(config_.collective_timeout_ms);
+  const std::string prefix =
+      "fulcrum/" + job() + "/gen-" + std::to_string(assignment.generation()) + "/";
+  Result<std::unique_ptr<Collective>> collective = ConnectCollective(
+      collective_kind_, assignment.rendezvous_address(), prefix, options, config_.device_index);
+  if (!collective.ok()) {
+    log::Warn("trainer", job(), "fell out: cannot form the group",
+              {{"error", collective.error().ToString()}});
+    return GenerationEnd::kFellOut;
+  }
+  // A generation normally ends in band, after a step all ranks finish. But when the coordinator
+  // replaces it because a member hung (or vanished without a word), a collective with that
+  // member never finishes: fail it at once rather than at the collective timeout. The step in
+  // flight is not committed, so the next generation starts from a consistent state. Declared
+  // after the collective, so it stops (and is joined) before the collective goes.
+  std::jthread abandon([this, generation = assignment.generation(),
+                        group = collective->get()](std::stop_token stop) {
+    if (!membership_->WaitForAbandon(generation, stop)) return;
+    const bool aborted = group->Abort("generation " + std::to_string(generation) +
+                                      " abandoned: a member hung or vanished");
+    log::Warn("trainer", job(), "abandoning this generation's collectives: a member hung",
+              {{"generation", generation}, {"aborted", aborted}});
+  });
+  if (Status status = SyncState(**collective); !status.ok()) {
+    if (status.error().code == ErrorCode::kInvalidArgument) {
+      log::Error("trainer", job(), "cannot join", {{"error", status.error().ToString()}});
+      return GenerationEnd::kFatal;
+    }
+    log::Warn("trainer", job(), "fell out while synchronising state",
+              {{"error", status.error().ToString()}});
+    return GenerationEnd::kFellOut;
+  }
+  fulcrum::v1::Assignment plan = assignment;
+  PrefetchFrom(progress_.cursor, std::vector<int>(plan.batches().begin(), plan.batches().end()));
+  while (true) {
+    if (Finished()) return GenerationEnd::kFinished;
+    HandleControls();
+    Result<bool> stay = MakeError(ErrorCode::kInternal, "no step");
+    try {
+      stay = TrainStep(**collective, assignment, plan);
+    } catch (const std::exception& error) {
+      // The model or data itself is broken (shape mismatch, bad label): no retry helps.
+      log::Error("trainer", job(), "training step failed in the model or data",
+                 {{"step", progress_.step}, {"error", error.what()}});
+      return GenerationEnd::kFatal;
+    }
+    if (!stay.ok()) {
+      log::Warn("trainer", job(), "fell out: step aborted, state unchanged",
+                {{"step", progress_.step},
+                 {"generation", assignment.generation()},
+                 {"error", stay.error().ToString()}});
+      return GenerationEnd::kFellOut;
+    }
+    if (!*stay) return GenerationEnd::kLeft;
+  }
+}
+
+// Forward and backward on sum-reduced loss (the gradient is b_i times the local mean), in
+// `micro_steps` slices whose gradients accumulate: the same sum whatever the split.
+void Trainer::ForwardBackwardOnce(const Batch& batch, const BatchRequest& request, int micro_steps,
+                                  double& loss_sum) {
+  for (torch::Tensor& parameter : parameters_) {
+    if (parameter.grad().defined()) parameter.mutable_grad().zero_();
+  }
+  loss_sum = 0.0;
+  const std::vector<int64_t>& indices = request.indices;
+  for (int micro = 0; micro < micro_steps; ++micro) {
+    const std::size_t begin =
+        indices.size() * static_cast<std::size_t>(micro) / static_cast<std::size_t>(micro_steps);
+    const std::size_t end = indices.size() * static_cast<std::size_t>(micro + 1) /
+                            static_cast<std::size_t>(micro_steps);
+    const auto samples = static_cast<int>(end - begin);
+    // The CPU twin of a GPU running out of memory: the same error, from a configured limit.
+    TORCH_CHECK_WITH(
+        OutOfMemoryError,
+        config_.emulated_max_micro_batch == 0 || samples <= config_.emulated_max_micro_batch,
+        "EMULATED out of memory: micro-batch of ", samples, " > --emulated-max-micro-batch ",
+        config_.emulated_max_micro_batch);
+    const auto first = static_cast<int64_t>(begin), last = static_cast<int64_t>(end);
+    const torch::Tensor inputs = transform_->Apply(batch.inputs.slice(0, first, last),
+                                                   std::span(indices).subspan(begin, end - begin),
+                                                   request.range.begin + first, dataset_->size());
+    torch::Tensor loss = torch::nn::functional::cross_entropy(
+        model_->Forward(inputs), batch.targets.slice(0, first, last),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    // The last micro-step's gradients are final: all-reduce them while backward goes on.
+    if (config_.overlap && micro + 1 == micro_steps) buckets_->Arm();
+    loss.backward();
+    loss_sum += loss.item<double>();
+  }
+}
+
+// Runs the step's forward and backward; when the device runs out of memory, frees what the
+// failed attempt held and retries the same samples in twice as many micro-steps (gradient
+// accumulation), down to one sample per micro-step, instead of dying. The limit is kept for
+// later steps, and the step's report tells the balancer, which lowers this worker's cap.
+Result<double> Trainer::ForwardBackward(Collective& collective, const Batch& batch,
+                                        const BatchRequest& request, int planned_micro_steps,
+                                        int& failed_micro_batch) {
+  const std::size_t control_elements = ControlLayout::Size(collective.world_size());
+  buckets_->BeginStep(collective, compute_->CurrentStream(), control_elements);
+  const int local_batch = static_cast<int>(request.indices.size());
+  if (local_batch == 0) {
+    for (torch::Tensor& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
+    return 0.0;
+  }
+  auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
+  int micro_steps = std::clamp(planned_micro_steps, 1, local_batch);
+  if (micro_batch_limit_ < local_batch)
+    micro_steps = std::max(micro_steps, ceil_div(local_batch, micro_batch_limit_));
+  double loss_sum = 0.0;
+  while (true) {
+    try {
+      ForwardBackwardOnce(batch, request, micro_steps, loss_sum);
+      return loss_sum;
+    } catch (const c10::OutOfMemoryError& error) {
+      const int failed = ceil_div(local_batch, micro_steps);
+      failed_micro_batch = std::max(failed_micro_batch, failed);
+      for (torch::Tensor& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
+      compute_->ReleaseCachedMemory();
+      if (failed <= 1) throw;  // one sample does not fit: nothing left to split
+      micro_batch_limit_ = std::min(micro_batch_limit_, failed - 1);
+      if (buckets_->started_any()) {
+        // Out of memory late in backward, after a bucket went out: the peers have reduced it
+        // once, so this step cannot be redone here. Fall out; the next generation splits.
+        return MakeError(ErrorCode::kResourceExhausted,
+                         "out of memory after gradients were already being all-reduced");
+      }
+      buckets_->BeginStep(collective, compute_->CurrentStream(), control_elements);
+      micro_steps = std::min(local_batch, micro_steps * 2);
+      log::Warn("trainer", job(), "out of memory: retrying the step in smaller micro-steps",
+                {{"step", progress_.step},
+                 {"failed_micro_batch", failed},
+                 {"micro_steps", micro_steps},
+                 {"error", std::string(error.what()).substr(0, 200)}});
+    }
+  }
+}
+
+Result<BatchRequest> Trainer::RequestAt(int64_t cursor, const std::vector<int>& batches) {
+  Result<PositionRange> range = ShardForRank(cursor, batches, rank_);
+  if (!range.ok()) return range.error();
+  if (config_.epochs > 0) {
+    const int64_t last_position = config_.epochs * dataset_->size();
+    range->begin = std::min(range->begin, last_position);
+    range->end = std::min(range->end, last_position);
+  }
+  return BatchRequest{*range, order_->Indices(*range)};
+}
+
+void Trainer::PrefetchFrom(int64_t cursor, const std::vector<int>& batches) {
+  const int64_t global_batch = std::accumulate(batches.begin(), batches.end(), int64_t{0});
+  std::vector<BatchRequest> wanted;
+  for (int k = 0; k < config_.prefetch_steps && global_batch > 0; ++k) {
+    Result<BatchRequest> request = RequestAt(cursor + k * global_batch, batches);
+    if (!request.ok() || request->indices.empty()) break;
+    wanted.push_back(std::move(*request));
+  }
+  loader_->Prefetch(std::move(wanted));
+}
+
+Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assignment& base,
+                                fulcrum::v1::Assignment& plan) {
+  const auto start = SteadyClock::now();
+  const int world = collective.world_size();
+  const std::vector<int> batches(plan.batches().begin(), plan.batches().end());
+  Result<BatchRequest> request = RequestAt(progress_.cursor, batches);
+  if (!request.ok()) return request.error();
+  const std::optional<PositionRange> range = request->range;
+  const std::vector<int64_t>& indices = request->indices;
+  const int local_batch = static_cast<int>(indices.size());
+  // The wait for this step's batch (loading, copying to the device) is data wait: it is timed
+  // apart and kept out of the compute the balancer fits, since a slow disk is not a slow GPU.
+  const LoadedBatch loaded = loader_->Take(*request);
+  const double data_wait_seconds = loaded.wait_seconds;
+  // The next steps' batches load while this one computes, assuming the plan stays.
+  PrefetchFrom(progress_.cursor + std::accumulate(batches.begin(), batches.end(), int64_t{0}),
+               batches);
+  const auto compute_start = SteadyClock::now();
+  const double cpu_start = ProcessCpuSeconds() - loader_->cpu_seconds();
+  compute_->ResetPeakMemory();
+  compute_->StartCompute();
+
+  int failed_micro_batch = 0;
+  Result<double> forward_backward = ForwardBackward(collective, loaded.batch, *request,
+                                                    plan.accumulation_steps(), failed_micro_batch);
+  if (!forward_backward.ok()) return forward_backward.error();
+  const double loss_sum = *forward_backward;
+
+  // The control values are known once backward is done; they complete the last gradient bucket,
+  // which goes out now, before an emulated slowdown's sleep, like the buckets backward started
+  // (that order, and what it does to the comparison with DDP: docs/benchmarks.md).
+  std::vector<double> control(ControlLayout::Size(world), 0.0);
+  control[ControlLayout::kBatch] = local_batch;
+  control[ControlLayout::kLossSum] = loss_sum;
+  control[ControlLayout::kLeave] = WantsToLeave(base.generation()) ? 1.0 : 0.0;
+  control[ControlLayout::kCheckpoint] = checkpoint_requested_ ? 1.0 : 0.0;
+  const auto plan_lookup_start = SteadyClock::now();
+  if (rank_ == 0) {
+    const fulcrum::v1::Assignment next = membership_->PlanAt(base, progress_.step + 1);
+    const fulcrum::v1::Assignment& chosen = next.batches_size() == world ? next : plan;
+    control[ControlLayout::kAccumulation] = std::max(1, chosen.accumulation_steps());
+    for (int r = 0; r < world; ++r)
+      control[ControlLayout::kPlan + static_cast<std::size_t>(r)] = chosen.batches(r);
+  }
+  double coordinator_seconds = SecondsSince(plan_lookup_start);
+  buckets_->SetControl(control);
+
+  const double device_compute_seconds = compute_->FinishComputeSeconds();
+  const double factor = slowdown_.Current(job());
+  double emulated_seconds = 0.0;
+  if (factor > 1.0) {
+    // The compute's own CPU time: the loader threads' is taken out.
+    emulated_seconds =
+        EmulatedSlowdown::SleepSeconds(factor, SecondsSince(compute_start),
+                                       ProcessCpuSeconds() - loader_->cpu_seconds() - cpu_start);
+    std::this_thread::sleep_for(std::chrono::duration<double>(emulated_seconds));
+  }
+  // The device's clock (CUDA events on a GPU), plus the emulated slowdown's sleep if any.
+  const double compute_seconds = device_compute_seconds + emulated_seconds;
+  // Everything after compute is split-independent (packing, all-reduce, optimizer update) except
+  // the wait for slower ranks; the coordinator takes the least over ranks as the step's tail.
+  const auto after_compute = SteadyClock::now();
+
+  // The buckets backward did not start (all of them without overlap), then the wait for all.
+  if (Status status = buckets_->Finish(); !status.ok()) return status.error();
+  control = buckets_->SummedControl();
+  const double comm_seconds = SecondsSince(after_compute);
+
+  // Commit: from here on the step happened, identically on every rank.
+  const double global_batch = control[ControlLayout::kBatch];
+  if (global_batch > 0) {
+    buckets_->WriteMeanGradients(global_batch);
+    optimizer_->Step(parameters_);
+  }
+  const int64_t step = progress_.step;
+  progress_.step += 1;
+  progress_.cursor += static_cast<int64_t>(global_batch);
+  last_loss_ = global_batch > 0 ? control[ControlLayout::kLossSum] / global_batch : last_loss_;
+  checkpoint_requested_ = false;
+  const double step_seconds = SecondsSince(start);
+  const double after_compute_seconds = SecondsSince(after_compute);
+
+  if (sample_log_.is_open()) {
+    sample_log_ << nlohmann::json{{"step", step},
+                                  {"generation", base.generation()},
+                                  {"rank", rank_},
+                                  {"batches", batches},
+                                  {"positions", {range->begin, range->end}},
+                                  {"step_seconds", step_seconds},
+                                  {"compute_seconds", compute_seconds},
+                                  {"data_wait_seconds", data_wait_seconds},
+                                  // Wall clock of the step's end: benchmarks line steps up
+                                  // with events in other processes (membership_bench.py).
+                                  {"unix_time", UnixSeconds()},
+                                  {"indices", indices}}
+                       .dump()
+                << "\n";
+    sample_log_.flush();
+  }
+  fulcrum::v1::StepReport report;
+  report.set_generation(base.generation());
+  report.set_step(step);
+  report.set_local_batch(local_batch);
+  report.set_compute_seconds(compute_seconds);
+  report.set_comm_seconds(comm_seconds);
+  report.set_after_compute_seconds(after_compute_seconds);
+  report.set_peak_memory(compute_->PeakMemoryBytes());
+  if (failed_micro_batch > 0) {
+    report.set_out_of_memory(true);
+    report.set_out_of_memory_micro_batch(failed_micro_batch);
+  }
+  report.set_loss(local_batch > 0 ? loss_sum / local_batch : 0.0);
+  report.set_step_seconds(step_seconds);
+  report.set_data_wait_seconds(data_wait_seconds);
+  const auto report_start = SteadyClock::now();
+  // Progress first: Report wakes the link's writer thread, which then takes the link's lock.
+  membership_->SetProgress(base.generation(), progress_.step);
+  membership_->Report(report);
+  coordinator_seconds += SecondsSince(report_start);
+  totals_.coordinator_seconds += coordinator_seconds;
+  totals_.step_seconds += step_seconds;
+  totals_.samples += local_batch;
+  totals_.data_wait_seconds += data_wait_seconds;
+  metrics_->ObserveStep(step_seconds, data_wait_seconds, local_batch, last_loss_, base.generation(),
+                        progress_.step);
+
+  std::vector<int> next(world);
+  for (int r = 0; r < world; ++r)
+    next[static_cast<std::size_t>(r)] =
+        static_cast<int>(control[ControlLayout::kPlan + static_cast<std::size_t>(r)]);
+  if (next != batches) {
+    log::Info("trainer", job(), "new batches applied in place",
+              {{"step", progress_.step}, {"batches", next}, {"rank", rank_}});
+  }
+  plan.clear_batches();
+  for (int batch : next) plan.add_batches(batch);
+  plan.set_accumulation_steps(static_cast<int>(control[ControlLayout::kAccumulation]));
+  if (control[ControlLayout::kLeave] == 0.0) PrefetchFrom(progress_.cursor, next);
+
+  if (step % kLogEvery == 0) {
+    log::Info("trainer", job(), "step",
+              {{"step", step},
+               {"generation", base.generation()},
+               {"rank", rank_},
+               {"local_batch", local_batch},
+               {"global_batch", global_batch},
+               {"loss", last_loss_},
+               {"compute_seconds", compute_seconds},
+               {"data_wait_seconds", data_wait_seconds},
+               {"comm_seconds", comm_seconds},
+               {"overlapped_buckets", buckets_->overlapped_buckets()},
+               {"step_seconds", step_seconds},
+               {"coordinator_seconds", coordinator_seconds},
+               {"samples_per_second", step_seconds > 0 ? global_batch / step_seconds : 0.0}});
+  }
+  const bool periodic =
+      config_.checkpoint_every > 0 && progress_.step % config_.checkpoint_every == 0;
+  if (rank_ == 0 && (periodic || control[ControlLayout::kCheckpoint] > 0)) {
+    WriteCheckpointNow(periodic ? "periodic" : "requested");
+  }
+  return control[ControlLayout::kLeave] == 0.0;
+}
+
+}  // namespace
+
+int RunTrainer(const TrainerConfig& config, const std::atomic<int>& stop_signal) {
+  Trainer trainer(config, stop_signal);
+  if (Status status = trainer.Init(); !status.ok()) {
+    log::Error("trainer", config.job, "cannot start", {{"error", status.error().ToString()}});
+    return 2;
+  }
+  return trainer.Run();
+}
+
+}  // namespace fulcrum::trainer

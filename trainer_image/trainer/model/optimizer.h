@@ -1,0 +1,26 @@
+// SGD with momentum and Adam over an explicit list of state tensors, so the state can be
+// broadcast to newcomers and checkpointed byte for byte (it survives membership changes).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "trainer_image/trainer/model/optimizer_options.h"
+
+namespace fulcrum::trainer {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // p <- update(p, p.grad); grads hold the global mean gradient.
+  virtual void Step(const std::vector<torch::Tensor>& parameters) = 0;
+  // Every tensor of state, in a fixed order (float64 scalars included as 1-element tensors).
+  virtual std::vector<torch::Tensor> State() = 0;
+};
+
+std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerOptions& options,
+                                         const std::vector<torch::Tensor>& parameters);
+
+}  // namespace fulcrum::trainer
