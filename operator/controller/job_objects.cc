@@ -214,7 +214,10 @@ nlohmann::json TrainerPod(const JobSpec& job, int worker, const TrainerPodOption
       {"args", TrainerArgs(job, options.coordinator_tls)},
       {"env", env},
       {"ports", {{{"name", "metrics"}, {"containerPort", kTrainerMetricsPort}}}},
-      {"volumeMounts", {{{"name", "token"}, {"mountPath", kTokenMountPath}, {"readOnly", true}}}}};
+      {"volumeMounts", {{{"name", "token"}, {"mountPath", kTokenMountPath}, {"readOnly", true}}}},
+      // A trainer that fails leaves its last log lines (its error, as a JSON line) in the pod's
+      // status, where the operator reads why, e.g. a refused dataset (worker_plan.h).
+      {"terminationMessagePolicy", "FallbackToLogsOnError"}};
   if (!job.command.empty()) container["command"] = job.command;
   if (job.gpus_per_worker > 0) {
     const std::string gpus = std::to_string(job.gpus_per_worker);

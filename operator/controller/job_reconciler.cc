@@ -76,6 +76,8 @@ WorkerPod ReadWorkerPod(const nlohmann::json& pod) {
     if (terminated.contains("reason")) {
       worker.failure_reason = terminated.value("reason", "") + " (exit code " +
                               std::to_string(terminated.value("exitCode", 0)) + ")";
+      worker.exit_code = terminated.value("exitCode", 0);
+      worker.termination_message = terminated.value("message", "");
     }
   }
   return worker;
@@ -544,6 +546,12 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
             "trained " + std::to_string(status.value("step", int64_t{0})) + " steps");
     } else if (new_phase == "Failed") {
       Event(job, true, *state.failed_reason, "Fail", state.failed_message);
+    }
+  }
+  if (ConditionIsTrue(status, "DataBound") && !ConditionIsTrue(previous, "DataBound")) {
+    for (const nlohmann::json& condition : status["conditions"]) {
+      if (condition.value("type", "") == "DataBound")
+        Event(job, true, "DataBound", "Train", condition.value("message", ""));
     }
   }
   if (status.contains("lastRebalance") &&

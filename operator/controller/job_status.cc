@@ -34,15 +34,46 @@ nlohmann::json Carry(const Condition& condition, const nlohmann::json& previous,
 
 constexpr const char* kTimeFormat = "%Y-%m-%dT%H:%M:%SZ";
 
+struct DataBound {
+  bool bound = false;
+  double fraction = 0.0;
+  std::string pod;
+  std::string message;
+};
+
 nlohmann::json WithoutProgress(nlohmann::json status) {
   status.erase("step");
   status.erase("throughput");
   for (nlohmann::json& worker : status["workers"]) {
     worker.erase("samplesPerSecond");
     worker.erase("stepSeconds");
+    worker.erase("dataWaitSeconds");
+    worker.erase("dataWaitFraction");
   }
   for (nlohmann::json& condition : status["conditions"]) condition.erase("message");
   return status;
+}
+
+// The worker that waits for its data the largest share of its step time.
+DataBound MostDataBound(const std::vector<const coordinator::MemberSnapshot*>& ranked) {
+  DataBound most;
+  for (const coordinator::MemberSnapshot* member : ranked) {
+    if (member->last_step < 0 || member->data_wait_fraction <= most.fraction) continue;
+    most.fraction = member->data_wait_fraction;
+    most.pod = member->pod;
+  }
+  most.bound = most.fraction >= kDataBoundFraction;
+  if (most.bound) {
+    most.message = "worker " + most.pod + " waits for its data " +
+                   std::to_string(static_cast<int>(most.fraction * 100 + 0.5)) +
+                   "% of its step time: giving it fewer samples would not help; use faster "
+                   "storage, a packed dataset on a local volume, or more --loader-threads";
+  } else if (!most.pod.empty()) {
+    most.message = "no worker waits for data more than " +
+                   std::to_string(static_cast<int>(kDataBoundFraction * 100)) +
+                   "% of its step time";
+  }
+  return most;
 }
 
 }  // namespace
@@ -65,8 +96,11 @@ nlohmann::json BuildJobStatus(const JobState& state,
                        {"rank", member->rank},
                        {"localBatch", member->local_batch},
                        {"samplesPerSecond", member->samples_per_second},
-                       {"stepSeconds", member->step_seconds}});
+                       {"stepSeconds", member->step_seconds},
+                       {"dataWaitSeconds", member->data_wait_seconds},
+                       {"dataWaitFraction", member->data_wait_fraction}});
   }
+  const DataBound data_bound = MostDataBound(ranked);
   const bool running = !state.suspended && !state.succeeded && !state.failed_reason &&
                        ready >= state.min_workers && training.step >= 0;
   std::string phase = "Pending";
@@ -103,6 +137,8 @@ nlohmann::json BuildJobStatus(const JobState& state,
        state.succeeded ? "every step trained" : ""},
       {"Failed", state.failed_reason.has_value(), state.failed_reason.value_or("NotFailed"),
        state.failed_message},
+      {"DataBound", running && data_bound.bound,
+       data_bound.bound ? "WaitingForData" : "ComputeBound", data_bound.message},
   };
   // Steps completed never go back in status: a coordinator that restarted with the operator
   // knows nothing until the trainers report again.
@@ -187,6 +223,14 @@ std::vector<WorkerFailure> ReadWorkerFailures(const nlohmann::json& status) {
                         item.value("time", "")});
   }
   return failures;
+}
+
+bool ConditionIsTrue(const nlohmann::json& status, const std::string& type) {
+  if (!status.is_object() || !status.contains("conditions")) return false;
+  for (const nlohmann::json& condition : status["conditions"]) {
+    if (condition.value("type", "") == type) return condition.value("status", "") == "True";
+  }
+  return false;
 }
 
 bool StatusDiffersBeyondProgress(const nlohmann::json& a, const nlohmann::json& b) {

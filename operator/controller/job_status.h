@@ -15,6 +15,13 @@
 
 namespace fulcrum::controller {
 
+// A worker whose smoothed data wait is at least this share of its step time makes the job
+// DataBound: it mostly waits for its batches, so the fix is storage or loading, not its share.
+inline constexpr double kDataBoundFraction = 0.5;
+
+// Whether the condition `type` of a status is True.
+bool ConditionIsTrue(const nlohmann::json& status, const std::string& type);
+
 // A worker pod that failed (counted against spec.backoffLimit once, by its uid).
 struct WorkerFailure {
   std::string pod;

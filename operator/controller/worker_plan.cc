@@ -1,7 +1,9 @@
 #include "operator/controller/worker_plan.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 namespace fulcrum::controller {
 namespace {
@@ -20,6 +22,22 @@ std::vector<int> FreeIndices(const std::vector<WorkerPod>& pods, int count) {
     if (!taken.contains(index)) free.push_back(index);
   }
   return free;
+}
+
+// What a trainer said when it refused its input: the "error" of the last JSON log line that has
+// one (the trainer logs JSON lines), else the message's last line.
+std::string TrainerError(const std::string& termination_message) {
+  std::istringstream lines(termination_message);
+  std::string error, last;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    last = line;
+    const nlohmann::json entry = nlohmann::json::parse(line, nullptr, false);
+    if (entry.is_object() && entry.contains("error") && entry["error"].is_string())
+      error = entry["error"].get<std::string>();
+  }
+  if (!error.empty()) return error;
+  return last.empty() ? "no message (see the pod's log)" : last;
 }
 
 }  // namespace
@@ -81,6 +99,19 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
       continue;
     }
     active.push_back(&pod);
+  }
+  // A trainer that refused its input (exit code 2) would refuse it again: fail the job now, with
+  // the trainer's own words, instead of replacing the pod until backoffLimit.
+  for (const WorkerPod& pod : world.pods) {
+    if (pod.phase != "Failed" || pod.exit_code != kTrainerInvalidInputExitCode) continue;
+    decisions.failed_reason = "InvalidInput";
+    decisions.failed_message = "worker " + pod.name +
+                               " refused its input: " + TrainerError(pod.termination_message) +
+                               ". Fix the job's data, model or args and create it again";
+    for (const WorkerPod* other : active) {
+      decisions.remove.push_back({other->name, other->uid, RemovalReason::kFinished});
+    }
+    return decisions;
   }
   const std::size_t failures = world.failures.size() + decisions.new_failures.size();
   if (failures > static_cast<std::size_t>(spec.backoff_limit)) {

@@ -25,7 +25,15 @@ struct WorkerPod {
   std::string node;            // spec.nodeName; empty while unscheduled
   bool terminating = false;    // metadata.deletionTimestamp is set
   std::string failure_reason;  // for a Failed pod: the container's or pod's reason
+  // For a Failed pod: the trainer's exit code, and its termination message (the tail of its log:
+  // terminationMessagePolicy FallbackToLogsOnError).
+  int exit_code = 0;
+  std::string termination_message;
 };
+
+// fulcrum-trainer's exit code for input it refuses (flags, dataset, model files, a coordinator
+// that refuses it): retrying the same input cannot help, so the job fails at once.
+inline constexpr int kTrainerInvalidInputExitCode = 2;
 
 // A worker pod whose node is gone from the cluster or NotReady.
 enum class NodeHealth { kReady, kNotReady, kGone };

@@ -49,7 +49,8 @@ Status ValidateReport(const fulcrum::v1::StepReport& report) {
        {std::pair{report.compute_seconds(), "step_report.compute_seconds"},
         std::pair{report.comm_seconds(), "step_report.comm_seconds"},
         std::pair{report.after_compute_seconds(), "step_report.after_compute_seconds"},
-        std::pair{report.step_seconds(), "step_report.step_seconds"}}) {
+        std::pair{report.step_seconds(), "step_report.step_seconds"},
+        std::pair{report.data_wait_seconds(), "step_report.data_wait_seconds"}}) {
     if (Status status = CheckFinite(value, field); !status.ok()) return status;
   }
   return Ok();
@@ -493,6 +494,11 @@ Status JobSession::Report(std::string_view pod, const fulcrum::v1::StepReport& r
   if (report.generation() < membership_generation_ || member->rank < 0) return Ok();
   if (Status status = CheckReportClaims(*member, report); !status.ok()) return status;
   member->last_report = report;
+  if (report.step_seconds() > 0.0) {
+    const double fraction =
+        std::clamp(report.data_wait_seconds() / report.step_seconds(), 0.0, 1.0);
+    member->data_wait_fraction += kDataWaitWeight * (fraction - member->data_wait_fraction);
+  }
   balancer::StepReport observation;
   observation.worker_id = std::string(pod);
   observation.step = report.step();
@@ -509,7 +515,10 @@ Status JobSession::Report(std::string_view pod, const fulcrum::v1::StepReport& r
     observation.local_batch = report.out_of_memory_micro_batch();
     observation.accumulation_steps = 1;
   }
-  if (Status status = controller_.Observe(observation); !status.ok()) return status;
+  // A partial last step is not a measurement of the plan's batch.
+  if (!report.partial()) {
+    if (Status status = controller_.Observe(observation); !status.ok()) return status;
+  }
 
   std::set<std::string>& reporters = reporters_by_step_[report.step()];
   reporters.insert(std::string(pod));
@@ -592,8 +601,10 @@ Status JobSession::CheckReportClaims(const Member& member,
                                std::to_string(*reference) + ", where this generation is");
   }
   const auto rank = static_cast<std::size_t>(member.rank);
+  // A partial last step trains fewer samples than the plan gave (never more).
   const bool assigned = std::any_of(sent_plans_.begin(), sent_plans_.end(), [&](const auto& plan) {
-    return rank < plan.size() && plan[rank] == report.local_batch();
+    return rank < plan.size() && (plan[rank] == report.local_batch() ||
+                                  (report.partial() && report.local_batch() <= plan[rank]));
   });
   if (!assigned) {
     return InvalidArgument("step_report.local_batch",
@@ -754,6 +765,8 @@ JobSessionSnapshot JobSession::Snapshot() const {
       view.last_step = member.last_report->step();
       view.compute_seconds = member.last_report->compute_seconds();
       view.step_seconds = member.last_report->step_seconds();
+      view.data_wait_seconds = member.last_report->data_wait_seconds();
+      view.data_wait_fraction = member.data_wait_fraction;
       if (view.compute_seconds > 0.0) {
         view.samples_per_second = member.last_report->local_batch() / view.compute_seconds;
       }

@@ -39,6 +39,8 @@ inline constexpr std::chrono::seconds kForcedGenerationRefill{10};
 inline constexpr std::chrono::seconds kMaxFormationRetryDelay{30};
 // A pod's hang strikes (Member::hang_strikes) fall by one per this long without a new one.
 inline constexpr std::chrono::seconds kHangStrikeDecay{60};
+// Weight of the newest step in a worker's smoothed data-wait fraction (about the last 10 steps).
+inline constexpr double kDataWaitWeight = 0.1;
 
 struct Outgoing {
   std::string pod;
@@ -94,6 +96,9 @@ class JobSession {
     Clock::time_point disconnected_at;
     int rank = -1;  // in the current generation, -1 if not a member of it
     std::optional<fulcrum::v1::StepReport> last_report;
+    // The share of its step time this worker waits for its batch, smoothed over recent steps
+    // (exponentially, kDataWaitWeight per step): data-bound workers are told apart from slow ones.
+    double data_wait_fraction = 0.0;
     // Token bucket for the re-formations this pod forces (kForcedGenerationBurst).
     double forced_generation_tokens = kForcedGenerationBurst;
     Clock::time_point forced_generation_refilled;

@@ -19,6 +19,8 @@ struct MemberSnapshot {
   double compute_seconds = 0.0;  // of the last reported step
   double step_seconds = 0.0;
   double samples_per_second = 0.0;         // local batch / compute seconds of the last step
+  double data_wait_seconds = 0.0;          // the last step's wait for its batch
+  double data_wait_fraction = 0.0;         // smoothed share of step time spent waiting for data
   double fitted_fixed_seconds = 0.0;       // the balancer's a_i
   double fitted_seconds_per_sample = 0.0;  // the balancer's k_i
   // The best split would give this worker nothing: its GPU cannot make the job faster (its

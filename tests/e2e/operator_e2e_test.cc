@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -627,6 +628,88 @@ TEST_F(OperatorE2E,
   EXPECT_EQ(Identities(), before) << "the same pods: trainers were not restarted";
   EXPECT_NE(fulcrum::testing::ReadFile(standby.log_path()).find("leading:"), std::string::npos);
   operator_->Start();  // a standby again, for whatever runs next
+}
+
+// A user's own images: an image folder with learnable classes, packed by fulcrum-pack, trained
+// by a job that names the packed directory and a number of epochs. It runs to Succeeded, every
+// trainer stops because its epochs are done, the loss falls, and the status showed each worker's
+// wait for data.
+TEST_F(OperatorE2E, APackedImageFolderTrainsForItsEpochsToSucceeded) {
+  const std::string images = (checkpoints_->path() / "images").string();
+  const std::string packed = (checkpoints_->path() / "images-packed").string();
+  const CommandResult made = fulcrum::testing::RunShell(
+      "/usr/bin/python3 " + ShellQuote(SourcePath("tests/e2e/make_image_folder.py")) + " " +
+      ShellQuote(images) + " 100");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const CommandResult pack = fulcrum::testing::RunShell(
+      "PYTHONPATH=" + ShellQuote(SourcePath("python")) +
+      " /usr/bin/python3 -m fulcrum.pack image-folder " + ShellQuote(images) + " " +
+      ShellQuote(packed) + " --image-size 16");
+  ASSERT_EQ(pack.exit_code, 0) << pack.output;
+
+  json job = Example("image-classification.yaml");
+  job["spec"]["dataset"]["packed"]["path"] = packed;
+  Apply(job);
+  bool data_wait_shown = false;
+  std::map<std::string, std::string> logs;  // kept while the pods exist
+  const bool succeeded = WaitUntil(
+      [&] {
+        const json status = Status("image-classification");
+        for (const json& worker : status.value("workers", json::array()))
+          data_wait_shown = data_wait_shown || worker.contains("dataWaitFraction");
+        for (const auto& [name, pod] : Pods()) {
+          const CommandResult read = Kubectl("logs " + name);
+          if (read.exit_code == 0 && read.output.size() >= logs[name].size())
+            logs[name] = read.output;
+        }
+        return status.value("phase", "") == "Succeeded";
+      },
+      300s);
+  ASSERT_TRUE(succeeded) << Describe("image-classification");
+  EXPECT_TRUE(data_wait_shown) << Describe("image-classification");
+  ASSERT_FALSE(logs.empty());
+  for (const auto& [pod, text] : logs) {
+    double first_loss = -1, final_loss = -1;
+    std::string why;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      const json entry = json::parse(line, nullptr, false);
+      if (!entry.is_object()) continue;
+      if (entry.value("msg", "") == "step" && first_loss < 0)
+        first_loss = entry.value("loss", -1.0);
+      if (entry.value("msg", "") == "finished") {
+        final_loss = entry.value("loss", -1.0);
+        why = entry.value("why", "");
+      }
+    }
+    EXPECT_EQ(why, "epochs done") << pod << "\n" << text;
+    EXPECT_GT(first_loss, 0.0) << pod;
+    EXPECT_LT(final_loss, 0.5 * first_loss) << pod << ": the loss did not fall";
+  }
+}
+
+// A job whose packed dataset is broken fails at once with the trainer's reason (the file and the
+// field), instead of its pods being replaced until backoffLimit.
+TEST_F(OperatorE2E, AJobWhoseDatasetIsRefusedFailsAtOnceNamingTheFile) {
+  const std::string packed = (checkpoints_->path() / "not-a-dataset").string();
+  std::filesystem::create_directories(packed);  // no dataset.json
+  json job = Example("image-classification.yaml");
+  job["metadata"]["name"] = "refused-dataset";
+  job["spec"]["dataset"]["packed"]["path"] = packed;
+  Apply(job);
+  ASSERT_TRUE(WaitForPhase("refused-dataset", "Failed", 120s)) << Describe("refused-dataset");
+  const json status = Status("refused-dataset");
+  bool named = false;
+  for (const json& condition : status["conditions"]) {
+    if (condition["type"] != "Failed") continue;
+    EXPECT_EQ(condition["reason"], "InvalidInput") << condition.dump();
+    named = condition.value("message", "").find(packed + "/dataset.json") != std::string::npos;
+    EXPECT_TRUE(named) << condition.dump();
+  }
+  EXPECT_TRUE(named) << status.dump();
+  EXPECT_LE(status.value("workerFailures", json::array()).size(), 3u)
+      << "pods were replaced after refusing their input: " << status.dump();
+  EXPECT_TRUE(EventReasons().contains("InvalidInput")) << Describe("refused-dataset");
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ TEST(TrainerTorchScript, ARecordFileOfTheWrongSizeIsRefusedNamingTheFlag) {
                " --model torchscript --torchscript /nonexistent.pt --data-file " +
                ShellQuote(directory + "/records.bin") + " --record-features 16 2>&1");
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_NE(run.output.find("--torchscript"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("--data-file"), std::string::npos) << run.output;
 }
 
 }  // namespace

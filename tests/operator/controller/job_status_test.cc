@@ -83,6 +83,35 @@ TEST(JobStatus, RunningJobShowsWorkersByRankThroughputAndConditions) {
   EXPECT_EQ((*ConditionOf(status, "Failed"))["status"], "False");
 }
 
+TEST(JobStatus, AWorkerThatMostlyWaitsForDataMakesTheJobDataBoundNamingIt) {
+  JobState state{.observed_generation = 2, .created = true, .min_workers = 2};
+  coordinator::JobSessionSnapshot training = Training();
+  training.members[0].data_wait_seconds = 0.09;  // w-1
+  training.members[0].data_wait_fraction = 0.72;
+  training.members[1].data_wait_fraction = 0.1;
+  const nlohmann::json status = BuildJobStatus(state, training, {}, "2026-11-22T20:00:00Z");
+  EXPECT_EQ(status["workers"][1]["pod"], "w-1");
+  EXPECT_EQ(status["workers"][1]["dataWaitSeconds"], 0.09);
+  EXPECT_EQ(status["workers"][1]["dataWaitFraction"], 0.72);
+  const nlohmann::json& bound = *ConditionOf(status, "DataBound");
+  EXPECT_EQ(bound["status"], "True");
+  EXPECT_EQ(bound["reason"], "WaitingForData");
+  EXPECT_NE(bound["message"].get<std::string>().find("worker w-1 waits for its data 72%"),
+            std::string::npos)
+      << bound["message"];
+  EXPECT_TRUE(ConditionIsTrue(status, "DataBound"));
+
+  training.members[0].data_wait_fraction = 0.3;
+  const nlohmann::json computing = BuildJobStatus(state, training, status, "2026-11-22T20:01:00Z");
+  EXPECT_EQ((*ConditionOf(computing, "DataBound"))["status"], "False");
+  EXPECT_EQ((*ConditionOf(computing, "DataBound"))["reason"], "ComputeBound");
+  // The condition turning is a change worth writing; the per-step wait figures alone are not.
+  EXPECT_TRUE(StatusDiffersBeyondProgress(status, computing));
+  training.members[0].data_wait_seconds = 0.01;
+  EXPECT_FALSE(StatusDiffersBeyondProgress(
+      computing, BuildJobStatus(state, training, computing, "2026-11-22T20:01:00Z")));
+}
+
 TEST(JobStatus, PhasesFollowTheControllersDecisions) {
   const auto phase = [](JobState state) {
     state.created = true;

@@ -30,7 +30,9 @@ WorkerPod Pod(int index, std::string phase, std::string node = "a100") {
           .phase = std::move(phase),
           .node = std::move(node),
           .terminating = false,
-          .failure_reason = ""};
+          .failure_reason = "",
+          .exit_code = 0,
+          .termination_message = ""};
 }
 
 WorkerWorld World(std::vector<WorkerPod> pods, int free_slots) {
@@ -140,6 +142,32 @@ TEST(WorkerPlan, MoreFailuresThanTheBackoffLimitFailTheJobAndStopTheRest) {
   EXPECT_EQ(Removed(decisions, RemovalReason::kFinished),
             std::vector<std::string>{"mixed-worker-0"});
   EXPECT_TRUE(decisions.create.empty());
+}
+
+TEST(WorkerPlan, ATrainerThatRefusedItsInputFailsTheJobAtOnceWithItsOwnWords) {
+  WorkerPod refused = Pod(1, "Failed");
+  refused.exit_code = kTrainerInvalidInputExitCode;
+  refused.termination_message =
+      "{\"level\":\"info\",\"msg\":\"started\"}\n"
+      "{\"error\":\"invalid argument (/data/images/label.npy (field label)): sample 4 holds 9, "
+      "outside [0, 3) (classes)\",\"level\":\"error\",\"msg\":\"cannot start\"}\n";
+  const WorkerDecisions decisions =
+      DecideWorkers(Spec(1, 2), World({Pod(0, "Running"), refused}, 0));
+  ASSERT_TRUE(decisions.failed_reason.has_value());
+  EXPECT_EQ(*decisions.failed_reason, "InvalidInput");
+  EXPECT_NE(decisions.failed_message.find("worker mixed-worker-1 refused its input: invalid "
+                                          "argument (/data/images/label.npy (field label)): "
+                                          "sample 4 holds 9"),
+            std::string::npos)
+      << decisions.failed_message;
+  EXPECT_EQ(Removed(decisions, RemovalReason::kFinished),
+            std::vector<std::string>{"mixed-worker-0"});
+  EXPECT_TRUE(decisions.create.empty()) << "no replacement: the same input would fail again";
+
+  WorkerPod crashed = Pod(1, "Failed");  // any other exit code is retried after back-off
+  crashed.exit_code = 1;
+  EXPECT_FALSE(
+      DecideWorkers(Spec(1, 2), World({Pod(0, "Running"), crashed}, 0)).failed_reason.has_value());
 }
 
 TEST(WorkerPlan, WorkersOnLostNodesAreRemovedForcedOnlyWhenTheNodeIsGone) {

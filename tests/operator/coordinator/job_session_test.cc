@@ -662,6 +662,72 @@ TEST_F(JobSessionTest, ANegativeGpuMemoryIsRefusedAndLeavesTheBalancerConsistent
   EXPECT_EQ(formed[0].message.assignment().generation(), 2);
 }
 
+// The last step of the last epoch trains fewer samples than the plan gave: accepted as a step
+// when marked partial (and never more than the plan), refused otherwise.
+TEST_F(JobSessionTest, APartialLastStepMayTrainFewerSamplesThanPlannedButNeverMore) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  int batch_a = 0;
+  for (const MemberSnapshot& member : job_->Snapshot().members) {
+    if (member.pod == "a") batch_a = member.local_batch;
+  }
+  ASSERT_GT(batch_a, 2);
+  auto report = [&](int batch, bool partial) {
+    fulcrum::v1::StepReport step;
+    step.set_generation(1);
+    step.set_step(0);
+    step.set_local_batch(batch);
+    step.set_compute_seconds(0.01);
+    step.set_step_seconds(0.01);
+    step.set_partial(partial);
+    Outbox out;
+    return job_->Report("a", step, now_, out);
+  };
+  EXPECT_EQ(report(batch_a - 2, false).error().field, "step_report.local_batch");
+  EXPECT_EQ(report(batch_a + 1, true).error().field, "step_report.local_batch");
+  EXPECT_TRUE(report(batch_a - 2, true).ok());
+}
+
+// A worker whose steps mostly wait for data shows it (smoothed) in the snapshot; its compute,
+// not its step time, is what the balancer sees, so it is not taken for a slow GPU.
+TEST_F(JobSessionTest, DataWaitIsSmoothedPerWorkerAndAMalformedOneIsRefused) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  for (int64_t step = 0; step < 40; ++step) {
+    for (const MemberSnapshot& member : job_->Snapshot().members) {
+      fulcrum::v1::StepReport report;
+      report.set_generation(1);
+      report.set_step(step);
+      report.set_local_batch(member.local_batch);
+      report.set_compute_seconds(0.010);
+      report.set_data_wait_seconds(member.pod == "a" ? 0.030 : 0.0);
+      report.set_step_seconds(0.040);
+      Outbox out;
+      ASSERT_TRUE(job_->Report(member.pod, report, now_, out).ok());
+    }
+  }
+  for (const MemberSnapshot& member : job_->Snapshot().members) {
+    if (member.pod == "a") {
+      EXPECT_NEAR(member.data_wait_fraction, 0.75, 0.02);
+      EXPECT_EQ(member.data_wait_seconds, 0.030);
+    } else {
+      EXPECT_EQ(member.data_wait_fraction, 0.0);
+    }
+    // From compute (0.010 s): the plan's batches here are 13 to 17 samples; from the step with
+    // its wait it could be at most 30 / 0.040 = 750.
+    EXPECT_GT(member.samples_per_second, 1000.0);
+  }
+  fulcrum::v1::StepReport bad;
+  bad.set_generation(1);
+  bad.set_step(40);
+  bad.set_local_batch(15);
+  bad.set_data_wait_seconds(-1.0);
+  Outbox out;
+  EXPECT_EQ(job_->Report("a", bad, now_, out).error().field, "step_report.data_wait_seconds");
+}
+
 TEST_F(JobSessionTest, AMemberReconnectingAfterRankZeroLeftWaitsForTheNextGeneration) {
   Join("a");
   Join("b");

@@ -137,6 +137,7 @@ class PackedTensorDataset final : public Dataset {
       : dataset_(std::move(dataset)), input_(input), label_(label) {}
   int64_t size() const override { return dataset_.size(); }
   std::vector<int64_t> sample_shape() const override { return dataset_.fields()[input_].shape; }
+  std::optional<int64_t> classes() const override { return dataset_.fields()[label_].classes; }
   torch::ScalarType input_type() const override {
     return TorchTypeOf(dataset_.fields()[input_].type);
   }
@@ -203,6 +204,7 @@ class EmulatedSlowStorage final : public Dataset {
   int64_t size() const override { return inner_->size(); }
   std::vector<int64_t> sample_shape() const override { return inner_->sample_shape(); }
   torch::ScalarType input_type() const override { return inner_->input_type(); }
+  std::optional<int64_t> classes() const override { return inner_->classes(); }
   Batch Get(std::span<const int64_t> indices) override {
     std::this_thread::sleep_for(per_sample_ * static_cast<int64_t>(indices.size()));
     return inner_->Get(indices);

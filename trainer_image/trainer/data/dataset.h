@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -26,6 +27,8 @@ class Dataset {
   // One sample's input: its shape (without the batch dimension) and element type.
   virtual std::vector<int64_t> sample_shape() const = 0;
   virtual torch::ScalarType input_type() const = 0;
+  // The label's class count where the data declares it (a packed dataset's "classes").
+  virtual std::optional<int64_t> classes() const { return std::nullopt; }
   virtual Batch Get(std::span<const int64_t> indices) = 0;
 };
 

@@ -62,7 +62,9 @@ struct ControlLayout {
   static std::size_t Size(int world_size) { return kPlan + static_cast<std::size_t>(world_size); }
 };
 
-enum class GenerationEnd { kFinished, kLeft, kFellOut, kFatal };
+// kFatal: the model or data failed a step (exit 1); kInvalidInput: the job's input cannot be
+// trained as given (exit 2, which the operator does not retry).
+enum class GenerationEnd { kFinished, kLeft, kFellOut, kFatal, kInvalidInput };
 
 class Trainer {
  public:
@@ -72,6 +74,7 @@ class Trainer {
         slowdown_(config_.emulated_slowdown, config_.slowdown_file) {}
 
   Status Init();
+  ModelOptions ModelFor(const Dataset& dataset) const;
   int Run();
 
  private:
@@ -137,6 +140,26 @@ class Trainer {
   } totals_;
 };
 
+// A built-in model trained on a packed dataset takes its shape from the data: the MLP's input
+// width, the CNNs' image size, and the classes dataset.json declares for the label.
+ModelOptions Trainer::ModelFor(const Dataset& dataset) const {
+  ModelOptions options = config_.model;
+  if (options.kind == ModelKind::kTorchScript || config_.data.packed_dir.empty()) return options;
+  const std::vector<int64_t> shape = dataset.sample_shape();
+  int64_t features = 1;
+  for (int64_t dimension : shape) features *= dimension;
+  options.input_features = static_cast<int>(features);
+  if (shape.size() == 3) options.image_size = static_cast<int>(shape[1]);
+  if (const std::optional<int64_t> classes = dataset.classes()) {
+    options.classes = static_cast<int>(*classes);
+  }
+  log::Info("trainer", job(), "the built-in model follows the dataset",
+            {{"input_features", options.input_features},
+             {"image_size", options.image_size},
+             {"classes", options.classes}});
+  return options;
+}
+
 Status Trainer::Init() {
   KeepFreedCpuMemory(job());
   torch::set_num_threads(config_.threads);
@@ -151,13 +174,13 @@ Status Trainer::Init() {
   if (collective_kind_ == CollectiveKind::kNccl && !on_cuda) {
     return InvalidArgument("--collective", "nccl needs a CUDA device (--device cuda); use gloo");
   }
-  Result<std::unique_ptr<TrainingModel>> model = MakeModel(config_.model);
-  if (!model.ok()) return model.error();
-  model_ = std::move(*model);
-  model_->To(compute_->device());
   Result<std::unique_ptr<Dataset>> dataset = MakeDataset(config_.data);
   if (!dataset.ok()) return dataset.error();
   dataset_ = std::move(*dataset);
+  Result<std::unique_ptr<TrainingModel>> model = MakeModel(ModelFor(*dataset_));
+  if (!model.ok()) return model.error();
+  model_ = std::move(*model);
+  model_->To(compute_->device());
   Result<DeviceTransform> transform =
       DeviceTransform::Make(config_.transform, dataset_->sample_shape(), dataset_->input_type());
   if (!transform.ok()) return transform.error();
@@ -381,6 +404,8 @@ int Trainer::Run() {
         break;
       case GenerationEnd::kFatal:
         return 1;
+      case GenerationEnd::kInvalidInput:
+        return 2;
     }
   }
 }
@@ -475,6 +500,17 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
   while (true) {
     if (Finished()) return GenerationEnd::kFinished;
     HandleControls();
+    const int64_t global_batch =
+        std::accumulate(plan.batches().begin(), plan.batches().end(), int64_t{0});
+    if (global_batch > dataset_->size()) {
+      // A step would train some samples twice: refuse rather than train on a wrong epoch.
+      log::Error("trainer", job(), "the dataset is smaller than one global batch",
+                 {{"error", "the dataset has " + std::to_string(dataset_->size()) +
+                                " samples, fewer than one global batch of " +
+                                std::to_string(global_batch) +
+                                ": lower globalBatchSize or train on more data"}});
+      return GenerationEnd::kInvalidInput;
+    }
     Result<bool> stay = MakeError(ErrorCode::kInternal, "no step");
     try {
       stay = TrainStep(**collective, assignment, plan);
@@ -713,6 +749,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   report.set_loss(local_batch > 0 ? loss_sum / local_batch : 0.0);
   report.set_step_seconds(step_seconds);
   report.set_data_wait_seconds(data_wait_seconds);
+  // Clipped by the end of the last epoch: fewer samples than the plan gave this rank.
+  report.set_partial(local_batch < batches[static_cast<std::size_t>(rank_)]);
   const auto report_start = SteadyClock::now();
   // Progress first: Report wakes the link's writer thread, which then takes the link's lock.
   membership_->SetProgress(base.generation(), progress_.step);

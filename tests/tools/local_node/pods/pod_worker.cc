@@ -483,6 +483,8 @@ void PodWorker::StartContainer(Container& container, Clock::time_point now) {
   if (spec.working_dir.empty()) spec.working_dir = (pod_dir_ / "workdir").string();
   const fs::path log_dir = context_.LogDir(record_.ns, record_.name, record_.uid) / container.name;
   spec.log_file = (log_dir / (std::to_string(attempt) + ".log")).string();
+  spec.message_from_log_on_error =
+      StringMember(container.spec, "terminationMessagePolicy") == "FallbackToLogsOnError";
   const fs::path state_dir = pod_dir_ / "containers" / container.name / std::to_string(attempt);
   std::error_code error;
   fs::remove_all(state_dir, error);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -64,6 +65,28 @@ TEST_F(ContainerProcessTest, RunsTheCommandWithItsEnvironmentAndRecordsTheExitCo
   EXPECT_FALSE(exit.started_at.empty());
   EXPECT_FALSE(exit.finished_at.empty());
   EXPECT_EQ(ReadFile(temp_.path() / "out.log"), "hello\n" + temp_.path().string() + "\n");
+}
+
+TEST_F(ContainerProcessTest, FallbackToLogsOnErrorMakesTheLogsTailTheMessageOfAFailure) {
+  ContainerSpec failing = Shell(
+      "i=0; while [ $i -lt 100 ]; do echo line $i; i=$((i+1)); done; "
+      "echo 'cannot start: bad dataset'; exit 2");
+  failing.message_from_log_on_error = true;
+  auto process = ContainerProcess::Launch(ShimCommand(), StateDir("tail"), failing);
+  ASSERT_TRUE(process.ok()) << process.error().ToString();
+  ASSERT_TRUE(WaitUntilEnded(**process));
+  const std::string& message = (*process)->exit()->message;
+  EXPECT_TRUE(message.ends_with("cannot start: bad dataset")) << message;
+  EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 79) << "the last 80 lines";
+  EXPECT_EQ(message.find("line 19\n"), std::string::npos) << message;
+
+  ContainerSpec succeeding = Shell("echo fine; exit 0");
+  succeeding.log_file = (temp_.path() / "fine.log").string();
+  succeeding.message_from_log_on_error = true;
+  auto fine = ContainerProcess::Launch(ShimCommand(), StateDir("fine"), succeeding);
+  ASSERT_TRUE(fine.ok());
+  ASSERT_TRUE(WaitUntilEnded(**fine));
+  EXPECT_EQ((*fine)->exit()->message, "") << "only a failure takes the log";
 }
 
 TEST_F(ContainerProcessTest, AProgramThatCannotBeExecutedIsAStartErrorNamingIt) {

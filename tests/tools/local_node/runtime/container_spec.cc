@@ -28,7 +28,8 @@ nlohmann::json ToJson(const ContainerSpec& spec) {
           {"env", spec.env},
           {"workingDir", spec.working_dir},
           {"mounts", mounts},
-          {"logFile", spec.log_file}};
+          {"logFile", spec.log_file},
+          {"messageFromLogOnError", spec.message_from_log_on_error}};
 }
 
 Result<ContainerSpec> ContainerSpecFromJson(const nlohmann::json& json) try {
@@ -45,6 +46,7 @@ Result<ContainerSpec> ContainerSpecFromJson(const nlohmann::json& json) try {
   spec.env = std::move(env).value();
   spec.working_dir = json.value("workingDir", "");
   spec.log_file = json.value("logFile", "");
+  spec.message_from_log_on_error = json.value("messageFromLogOnError", false);
   if (spec.log_file.empty())
     return InvalidArgument("logFile", "must name the file for stdout and stderr");
   if (const auto mounts = json.find("mounts"); mounts != json.end()) {

@@ -20,6 +20,9 @@ struct ContainerSpec {
   std::string working_dir;
   std::vector<BindMount> mounts;
   std::string log_file;  // stdout and stderr, appended
+  // terminationMessagePolicy FallbackToLogsOnError: a container that fails gets the tail of its
+  // log as its termination message, as kubelet does (this runtime has no termination-log file).
+  bool message_from_log_on_error = false;
 };
 
 nlohmann::json ToJson(const ContainerSpec& spec);

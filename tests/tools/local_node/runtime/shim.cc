@@ -50,6 +50,26 @@ int RecordStartError(const fs::path& state_dir, const std::string& message) {
   return WriteJsonFile(state_dir / state_file::kExit, ToJson(exit)).ok() ? 0 : 1;
 }
 
+// The end of a container's log, as kubelet takes it for FallbackToLogsOnError: the last 80 lines,
+// at most 2048 bytes.
+std::string LogTail(const std::string& log_file) {
+  constexpr std::size_t kMaxBytes = 2048;
+  constexpr int kMaxLines = 80;
+  std::ifstream file(log_file, std::ios::binary | std::ios::ate);
+  if (!file) return "";
+  const auto size = static_cast<std::size_t>(file.tellg());
+  const std::size_t start = size > kMaxBytes ? size - kMaxBytes : 0;
+  file.seekg(static_cast<std::streamoff>(start));
+  std::string tail(size - start, '\0');
+  file.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+  int lines = 0;
+  for (std::size_t i = tail.size(); i-- > 0;) {
+    if (tail[i] == '\n' && ++lines == kMaxLines) return tail.substr(i + 1);
+  }
+  return tail;
+}
+
 // Makes `target` exist as the same kind of file as `source`, so that it can be
 // a bind-mount point. Directories created this way stay on the host (empty)
 // after the pod is gone: the processes here share the host's file system.
@@ -245,7 +265,10 @@ int RunShim(const fs::path& state_dir) {
   const std::string finished_at = Now();
   ::kill(-child, SIGKILL);
   ReapEverything();
-  const ContainerExit exit = ExitFromWaitStatus(wait_status, started_at, finished_at);
+  ContainerExit exit = ExitFromWaitStatus(wait_status, started_at, finished_at);
+  if (spec->message_from_log_on_error && exit.exit_code != 0) {
+    exit.message = LogTail(spec->log_file);
+  }
   kLog.Info("container ended", {{"exitCode", exit.exit_code}, {"signal", exit.signal}});
   return WriteJsonFile(state_dir / state_file::kExit, ToJson(exit)).ok() ? 0 : 1;
 }
