@@ -76,6 +76,20 @@ TEST(DeviceTransform, AFlipWithoutCropMirrorsTheImageOrLeavesIt) {
   EXPECT_LT(flipped, 16);
 }
 
+TEST(DeviceTransform, LeavesItsInputAloneSoARetriedStepGetsTheSameBatch) {
+  TransformOptions options;
+  options.mean = {0.5, 0.25, 0.0};
+  options.std = {0.5, 0.25, 2.0};
+  const Result<DeviceTransform> transform = DeviceTransform::Make(options, kImage, torch::kFloat32);
+  ASSERT_TRUE(transform.ok());
+  const torch::Tensor inputs = torch::rand({2, 3, 6, 6});
+  const torch::Tensor original = inputs.clone();
+  const std::vector<int64_t> indices = {0, 1};
+  const torch::Tensor first = transform->Apply(inputs, indices, 0, 10);
+  EXPECT_TRUE(torch::equal(inputs, original));
+  EXPECT_TRUE(torch::equal(transform->Apply(inputs, indices, 0, 10), first));
+}
+
 TEST(DeviceTransform, RefusesOptionsThatDoNotFitTheSamplesNamingTheFlag) {
   TransformOptions options;
   options.mean = {0.5, 0.5};

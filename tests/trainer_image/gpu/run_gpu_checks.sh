@@ -138,6 +138,12 @@ check curve_resnet18_224 "$bin/fulcrum-step-curve" --device cuda --model resnet1
   --threads 8 --repeats 5
 wanted curve_resnet18_224 && cp "$logs/curve_resnet18_224.log" "$out/curve_resnet18_224.json"
 
+# The data path against PyTorch (issue 22): packed uint8 data, torchvision ResNet-18 as
+# TorchScript, at 224x224 and 32x32 (bench/trainer/gpu_data_bench.py).
+check data_path python3 "$(dirname "$0")/../../../bench/trainer/gpu_data_bench.py" \
+  --trainer "$bin/fulcrum-trainer" "$out/data_path"
+wanted data_path && sed -n '/^{/,$p' "$logs/data_path.log" >"$out/data_path.json"
+
 tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$logs"
 echo "gpu checks: $failures failed"
 exit $((failures > 0))

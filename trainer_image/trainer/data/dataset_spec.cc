@@ -158,7 +158,7 @@ Result<DatasetSpec> ParseDatasetSpec(std::string_view json_text, const std::stri
   const nlohmann::json json = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object())
     return InvalidArgument(path, "is not a JSON object (docs/dataset-format.md)");
-  if (json.value("format", "") != "fulcrum.dataset")
+  if (!json.contains("format") || json["format"] != "fulcrum.dataset")
     return InvalidArgument(path + ": format", "must be \"fulcrum.dataset\"");
   if (!json.contains("version") || json["version"] != 1)
     return InvalidArgument(path + ": version", "must be 1 (this trainer reads version 1)");

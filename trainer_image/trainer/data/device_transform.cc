@@ -44,8 +44,10 @@ torch::Tensor DeviceTransform::Apply(const torch::Tensor& inputs, std::span<cons
     // On the raw values (uint8 moves 4x fewer bytes than float).
     x = CropAndFlip(x, indices, first_position, dataset_size);
   }
+  // Out of place: a float32 batch arrives as the loader's own tensor, which a retried step
+  // (micro-steps after running out of memory) transforms again.
   x = x.to(torch::kFloat32);
-  if (scale_ != 1.0) x = x.mul_(scale_);
+  if (scale_ != 1.0) x = x * scale_;
   if (!options_.mean.empty()) {
     std::vector<int64_t> shape(static_cast<std::size_t>(x.dim()), 1);
     shape[1] = static_cast<int64_t>(options_.mean.size());
@@ -54,7 +56,7 @@ torch::Tensor DeviceTransform::Apply(const torch::Tensor& inputs, std::span<cons
         torch::tensor(options_.mean, on).to(x.device(), torch::kFloat32).view(shape);
     const torch::Tensor inverse_std =
         torch::tensor(options_.std, on).reciprocal().to(x.device(), torch::kFloat32).view(shape);
-    x = x.sub_(mean).mul_(inverse_std);
+    x = (x - mean) * inverse_std;
   }
   return x;
 }

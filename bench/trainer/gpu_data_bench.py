@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""fulcrum-trainer's data path against PyTorch on one NVIDIA GPU (issue 22's GPU benchmark).
+
+  gpu_data_bench.py --trainer BIN/fulcrum-trainer OUT_DIR [--sizes 224,32] [--steps N]
+                    [--loader-threads 4]
+
+Run on the GPU machine (tests/trainer_image/gpu/run_gpu_checks.sh runs it as check data_path),
+with the CUDA torch for Python and torchvision. For each input size (3x224x224 at batch 128,
+3x32x32 at batch 256), on the same GPU, the same packed uint8 dataset (written here with
+python/'s fulcrum.pack) and the same torchvision ResNet-18 as TorchScript (10 classes), fp32,
+contiguous, normalised on the GPU:
+- fulcrum-trainer: --model torchscript --dataset DIR, NCCL world of one, its loader threads;
+- PyTorch DDP (NCCL, world of one) with a DataLoader: 8 workers, pinned memory, non_blocking
+  copies, uint8 batches cast and normalised on the GPU;
+- PyTorch DDP with the batches already on the GPU (uint8, normalised in the step).
+Steady samples/s over the steps after the first 30%, by wall clock (torch.cuda.synchronize at
+both ends for PyTorch; the trainer's sample log's unix_time for fulcrum-trainer). Goals:
+fulcrum >= 1.0x the DataLoader pipeline and >= 0.9x batches-on-GPU, at both sizes. Prints one
+JSON object; every figure is a GPU figure, nothing is emulated.
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+SETTINGS = {224: {"batch": 128, "samples": 2048}, 32: {"batch": 256, "samples": 50000}}
+SKIP = 0.3
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def write_dataset(directory, samples, size):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    from fulcrum import pack  # noqa: E402  (the repository's own package)
+    if os.path.exists(os.path.join(directory, "dataset.json")):
+        return
+    rng = np.random.default_rng(1)
+    images = np.lib.format.open_memmap(os.path.join(directory + "-source.npy"), mode="w+",
+                                       dtype=np.uint8, shape=(samples, 3, size, size))
+    for start in range(0, samples, 1024):
+        end = min(samples, start + 1024)
+        images[start:end] = rng.integers(0, 256, size=(end - start, 3, size, size), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=samples, dtype=np.int64)
+    pack.write_arrays(directory, {"image": images, "label": labels}, classes={"label": 10})
+    os.remove(directory + "-source.npy")
+
+
+def write_model(path):
+    import torchvision
+    torch.manual_seed(0)
+    torch.jit.script(torchvision.models.resnet18(num_classes=10)).save(path)
+
+
+def fulcrum_run(args, dataset, model, batch, steps, out):
+    sample_log = os.path.join(out, f"fulcrum-{os.path.basename(dataset)}.samples")
+    if os.path.exists(sample_log):
+        os.remove(sample_log)
+    command = [args.trainer, "--world-size", "1", "--rank", "0",
+               "--rendezvous", f"127.0.0.1:{free_port()}", "--batches", str(batch),
+               "--steps", str(steps), "--device", "cuda", "--collective", "nccl",
+               "--model", "torchscript", "--torchscript", model, "--dataset", dataset,
+               "--normalize-mean", ",".join(map(str, MEAN)),
+               "--normalize-std", ",".join(map(str, STD)), "--lr", "0.01",
+               "--loader-threads", str(args.loader_threads), "--threads", "8",
+               "--sample-log", sample_log]
+    with open(sample_log + ".log", "w") as log:
+        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=1800)
+    lines = [json.loads(line) for line in open(sample_log)]
+    window = lines[int(len(lines) * SKIP):]
+    seconds = window[-1]["unix_time"] - window[0]["unix_time"]
+    samples = sum(len(line["indices"]) for line in window[1:])
+    wait = sum(line["data_wait_seconds"] for line in window)
+    steps_seconds = sum(line["step_seconds"] for line in window)
+    return {"samples_per_second": samples / seconds,
+            "data_wait_fraction": wait / steps_seconds,
+            "compute_seconds_per_step": sum(l["compute_seconds"] for l in window) / len(window)}
+
+
+class PackedImages(torch.utils.data.Dataset):
+    def __init__(self, directory):
+        self.directory = directory
+        self.images = self.labels = None
+        self.length = len(np.load(os.path.join(directory, "label.npy"), mmap_mode="r"))
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, index):
+        if self.images is None:  # opened in each worker process
+            self.images = np.load(os.path.join(self.directory, "image.npy"), mmap_mode="r")
+            self.labels = np.load(os.path.join(self.directory, "label.npy"), mmap_mode="r")
+        return torch.from_numpy(np.array(self.images[index])), int(self.labels[index])
+
+
+def pytorch_runs(dataset, model_path, batch, steps):
+    device = torch.device("cuda", 0)
+    module = torch.jit.load(model_path).to(device)
+    ddp = torch.nn.parallel.DistributedDataParallel(module, device_ids=[0])
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+    mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+
+    def step(images, labels):
+        x = images.float().div_(255).sub_(mean).div_(std)
+        loss = F.cross_entropy(ddp(x), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    def timed(batches):
+        skip = int(steps * SKIP)
+        for index, (images, labels) in enumerate(batches):
+            if index == skip:
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+            step(images, labels)
+        torch.cuda.synchronize()
+        return batch * (steps - skip) / (time.perf_counter() - start)
+
+    loader = torch.utils.data.DataLoader(
+        PackedImages(dataset), batch_size=batch, shuffle=True, num_workers=8, pin_memory=True,
+        drop_last=True, persistent_workers=True, prefetch_factor=2)
+
+    def from_loader():
+        done = 0
+        while True:
+            for images, labels in loader:
+                yield images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+                done += 1
+                if done == steps:
+                    return
+
+    resident = [(torch.randint(0, 256, (batch, 3) + tuple(PackedImages(dataset)[0][0].shape[1:]),
+                               dtype=torch.uint8, device=device),
+                 torch.randint(0, 10, (batch,), device=device)) for _ in range(8)]
+    return {"dataloader": timed(from_loader()),
+            "batches_on_gpu": timed(resident[i % 8] for i in range(steps))}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trainer", required=True)
+    parser.add_argument("out")
+    parser.add_argument("--sizes", default="224,32")
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--loader-threads", type=int, default=4)
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    model = os.path.join(args.out, "resnet18.pt")
+    write_model(model)
+    results = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+               "emulated": False, "sizes": {}}
+    for size in (int(s) for s in args.sizes.split(",")):
+        settings = SETTINGS[size]
+        dataset = os.path.join(args.out, f"packed-{size}")
+        write_dataset(dataset, settings["samples"], size)
+        fulcrum = fulcrum_run(args, dataset, model, settings["batch"], args.steps, args.out)
+        pytorch = pytorch_runs(dataset, model, settings["batch"], args.steps)
+        results["sizes"][f"3x{size}x{size}"] = {
+            "batch": settings["batch"], "fulcrum": fulcrum, "pytorch": pytorch,
+            "fulcrum_over_dataloader": fulcrum["samples_per_second"] / pytorch["dataloader"],
+            "fulcrum_over_batches_on_gpu":
+                fulcrum["samples_per_second"] / pytorch["batches_on_gpu"],
+            "goals": {"over_dataloader": ">= 1.0", "over_batches_on_gpu": ">= 0.9"}}
+    dist.destroy_process_group()
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
