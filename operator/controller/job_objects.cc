@@ -194,6 +194,15 @@ std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls) {
   add({"--seed", std::to_string(job.seed), "--optimizer", job.optimizer, "--lr",
        Number(job.learning_rate)});
   if (job.momentum) add({"--momentum", Number(*job.momentum)});
+  if (job.nesterov) add({"--nesterov", "true"});
+  if (job.weight_decay > 0) add({"--weight-decay", Number(job.weight_decay)});
+  if (job.gradient_clip_norm) add({"--clip-grad-norm", Number(*job.gradient_clip_norm)});
+  if (!job.schedule.kind.empty()) add({"--lr-schedule", job.schedule.kind});
+  if (job.schedule.warmup_steps > 0)
+    add({"--warmup-steps", std::to_string(job.schedule.warmup_steps)});
+  if (job.schedule.final_factor) add({"--lr-final-factor", Number(*job.schedule.final_factor)});
+  if (job.schedule.step_size > 0) add({"--lr-step-size", std::to_string(job.schedule.step_size)});
+  if (job.schedule.gamma) add({"--lr-gamma", Number(*job.schedule.gamma)});
   if (!job.checkpoint_path.empty()) add({"--checkpoint-dir", job.checkpoint_path});
   if (job.checkpoint_every > 0) add({"--checkpoint-every", std::to_string(job.checkpoint_every)});
   args.insert(args.end(), job.args.begin(), job.args.end());

@@ -64,6 +64,17 @@ struct JobSpec {
   std::string optimizer = "sgd";
   double learning_rate = 0.05;
   std::optional<double> momentum;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  std::optional<double> gradient_clip_norm;
+  // training.schedule; kind empty when absent.
+  struct Schedule {
+    std::string kind;
+    int64_t warmup_steps = 0;
+    std::optional<double> final_factor;
+    int64_t step_size = 0;
+    std::optional<double> gamma;
+  } schedule;
 
   std::string checkpoint_path;
   int64_t checkpoint_every = 0;

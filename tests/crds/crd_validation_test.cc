@@ -94,6 +94,10 @@ TEST_F(CrdValidation, ImmutableFieldsCannotChangeWhileLiveFieldsCan) {
       {R"({"spec":{"training":{"optimizer":"adam","momentum":null}}})",
        "training.optimizer is immutable"},
       {R"({"spec":{"gpusPerWorker":2}})", "gpusPerWorker is immutable"},
+      {R"({"spec":{"training":{"weightDecay":0.01}}})", "training.weightDecay is immutable"},
+      {R"({"spec":{"training":{"gradientClipNorm":1.0}}})",
+       "training.gradientClipNorm is immutable"},
+      {R"({"spec":{"training":{"schedule":{"kind":"cosine"}}}})", "training.schedule is immutable"},
   };
   for (const auto& [json, message] : immutable) {
     const CommandResult result = patch(json);

@@ -1,5 +1,6 @@
 // Weighted aggregation is exact: 3 trainers with local batches {3, 5, 8} end with the same
-// parameters as 1 trainer with batch 16 (20 steps, SGD with momentum, MLP without BatchNorm),
+// parameters as 1 trainer with batch 16 (20 steps, SGD with momentum, and AdamW with weight
+// decay, warmup and cosine decay and gradient clipping that clips; MLP without BatchNorm),
 // on synthetic data and on a packed uint8 image dataset normalised, cropped and flipped on the
 // device (so a sample's augmentation does not depend on which rank reads it).
 // All with gradient buckets all-reduced during backward (overlap). So is a step retried in
@@ -7,6 +8,7 @@
 // Real processes, real Gloo over loopback (static groups, no coordinator).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "tests/trainer_image/data/packed_dataset_writer.h"
@@ -52,9 +54,12 @@ std::vector<std::string> StaticTrainer(const std::string& directory, int rank, i
 
 // Trains 1 rank with batch 16 and 3 ranks with {3, 5, 8}, each with `extra` flags, and expects
 // the same parameters at the end, bit-identical ranks, and buckets all-reduced during backward.
-void ExpectThreeRanksMatchOne(const std::string& name, const std::vector<std::string>& extra) {
+// `multi_directory`, if given, is set to the 3 ranks' directory (logs rank0.log ...).
+void ExpectThreeRanksMatchOne(const std::string& name, const std::vector<std::string>& extra,
+                              std::string* multi_directory = nullptr) {
   const std::string single = FreshDirectory(name + "-single");
   const std::string multi = FreshDirectory(name + "-multi");
+  if (multi_directory != nullptr) *multi_directory = multi;
   auto trainer = [&](const std::string& directory, int rank, int world, int port,
                      const std::string& batches) {
     std::vector<std::string> args = StaticTrainer(directory, rank, world, port, batches);
@@ -101,6 +106,26 @@ void ExpectThreeRanksMatchOne(const std::string& name, const std::vector<std::st
 
 TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
   ExpectThreeRanksMatchOne("equivalence", {});
+}
+
+TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneWithAdamWWarmupCosineAndClipping) {
+  std::string multi;
+  ExpectThreeRanksMatchOne(
+      "equivalence-adamw",
+      {"--optimizer", "adamw", "--lr", "0.01", "--weight-decay", "0.05", "--clip-grad-norm", "0.05",
+       "--lr-schedule", "cosine", "--warmup-steps", "5", "--lr-final-factor", "0.1"},
+      &multi);
+  // The clipping really clipped: the aggregated gradient's norm was above 0.05.
+  const auto steps = ReadJsonLines(multi + "/rank0.log", "step");
+  ASSERT_FALSE(steps.empty());
+  for (const auto& step : steps) EXPECT_TRUE(step["clipped"].get<bool>()) << step;
+  // The rate followed the schedule (logged every 10 steps): 1/5 of 0.01 at step 0 in warmup;
+  // at step 10, 5 of the cosine's 15 steps down from 0.01 towards 0.001.
+  ASSERT_GE(steps.size(), 2u);
+  EXPECT_NEAR(steps[0]["learning_rate"].get<double>(), 0.002, 1e-12);
+  EXPECT_EQ(steps[1]["step"], 10);
+  EXPECT_NEAR(steps[1]["learning_rate"].get<double>(),
+              0.01 * (0.1 + 0.9 * 0.5 * (1 + std::cos(3.141592653589793 * 5 / 14))), 1e-12);
 }
 
 TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneOnAPackedImageDatasetWithTransforms) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace fulcrum::trainer {
@@ -96,6 +97,28 @@ TEST(GradientBuckets, MeanGradientsDivideTheGradientsButNotTheControlValues) {
   EXPECT_TRUE(torch::allclose(model.first.grad(), torch::full({6}, 3.0 * 2 / 4)));
   EXPECT_TRUE(torch::allclose(model.second.grad(), torch::full({4}, 5.0 * 2 / 4)));
   EXPECT_EQ(model.buckets.SummedControl(), (std::vector<double>{20.0}));
+}
+
+TEST(GradientBuckets, ClippingScalesTheMeanGradientToTheGlobalNormOnlyWhenLarger) {
+  TwoLayers model;
+  DoublingCollective collective;
+  for (double max_norm : {0.0, 100.0, 1.0}) {
+    model.first.mutable_grad() = torch::Tensor();  // each step starts without gradients
+    model.second.mutable_grad() = torch::Tensor();
+    model.buckets.BeginStep(collective, nullptr, 1);
+    model.Backward();
+    model.buckets.SetControl(std::vector<double>{10.0});
+    ASSERT_TRUE(model.buckets.Finish().ok());
+    // Mean gradients 1.5 (6 of them) and 2.5 (4): a global norm of sqrt(6 * 2.25 + 4 * 6.25).
+    const double norm = model.buckets.WriteMeanGradients(4.0, max_norm);
+    EXPECT_NEAR(norm, std::sqrt(6 * 2.25 + 4 * 6.25), 1e-6);
+    const double scale = max_norm == 1.0 ? 1.0 / norm : 1.0;
+    EXPECT_TRUE(torch::allclose(model.first.grad(), torch::full({6}, 1.5 * scale))) << max_norm;
+    EXPECT_TRUE(torch::allclose(model.second.grad(), torch::full({4}, 2.5 * scale))) << max_norm;
+  }
+  const double clipped = std::sqrt(model.first.grad().square().sum().item<double>() +
+                                   model.second.grad().square().sum().item<double>());
+  EXPECT_NEAR(clipped, 1.0, 1e-6);
 }
 
 TEST(GradientBuckets, AWiderWorldsLongerControlFitsInTheNextStep) {

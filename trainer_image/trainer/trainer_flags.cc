@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 
 #include "common/command_line.h"
 
@@ -103,10 +104,37 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
 
   const char* optimizer = "Optimizer";
   AddChoice(app, "--optimizer", config.optimizer.kind,
-            {{"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}}, "the update rule")
+            {{"sgd", OptimizerKind::kSgd},
+             {"adam", OptimizerKind::kAdam},
+             {"adamw", OptimizerKind::kAdamW}},
+            "the update rule, as PyTorch's torch.optim")
       ->group(optimizer);
   app.add_option("--lr", config.optimizer.learning_rate, "learning rate")->group(optimizer);
   app.add_option("--momentum", config.optimizer.momentum, "SGD momentum")->group(optimizer);
+  AddBool(app, "--nesterov", config.optimizer.nesterov, "SGD: Nesterov momentum")->group(optimizer);
+  app.add_option("--weight-decay", config.optimizer.weight_decay,
+                 "weight decay (L2 for sgd and adam, decoupled for adamw)")
+      ->group(optimizer);
+  AddChoice(app, "--lr-schedule", config.schedule.kind,
+            {{"constant", ScheduleKind::kConstant},
+             {"cosine", ScheduleKind::kCosine},
+             {"step", ScheduleKind::kStep}},
+            "after warmup: the rate stays, follows a cosine to --lr-final-factor at the last "
+            "step, or is multiplied by --lr-gamma every --lr-step-size steps")
+      ->group(optimizer);
+  app.add_option("--warmup-steps", config.schedule.warmup_steps,
+                 "the rate ramps up linearly over these first steps")
+      ->group(optimizer);
+  app.add_option("--lr-final-factor", config.schedule.final_factor,
+                 "cosine: the last step's rate as a fraction of --lr")
+      ->group(optimizer);
+  app.add_option("--lr-step-size", config.schedule.step_size, "step decay: steps between decays")
+      ->group(optimizer);
+  app.add_option("--lr-gamma", config.schedule.gamma, "step decay: the factor at each decay")
+      ->group(optimizer);
+  app.add_option("--clip-grad-norm", config.clip_gradient_norm,
+                 "clip the aggregated gradient to this global L2 norm; 0 off")
+      ->group(optimizer);
   app.add_option("--steps", config.steps, "optimizer steps in total; 0: until stopped")
       ->group(optimizer);
   app.add_option("--epochs", config.epochs,
@@ -224,6 +252,15 @@ Status Validate(const TrainerConfig& config) {
   if (!(config.optimizer.learning_rate > 0.0)) return InvalidArgument("--lr", "must be > 0");
   if (!(config.optimizer.momentum >= 0.0 && config.optimizer.momentum < 1.0))
     return InvalidArgument("--momentum", "must be in [0, 1)");
+  if (config.optimizer.nesterov &&
+      (config.optimizer.kind != OptimizerKind::kSgd || !(config.optimizer.momentum > 0.0))) {
+    return InvalidArgument("--nesterov", "needs --optimizer sgd and --momentum > 0");
+  }
+  if (!(config.optimizer.weight_decay >= 0.0 && config.optimizer.weight_decay < 1.0))
+    return InvalidArgument("--weight-decay", "must be in [0, 1)");
+  if (!(config.clip_gradient_norm >= 0.0) || std::isinf(config.clip_gradient_norm))
+    return InvalidArgument("--clip-grad-norm", "must be a finite number >= 0 (0: off)");
+  if (Status status = ValidateSchedule(config.schedule); !status.ok()) return status;
   if (config.steps < 0) return InvalidArgument("--steps", "must be >= 0");
   if (config.checkpoint_every < 0) return InvalidArgument("--checkpoint-every", "must be >= 0");
   if (config.checkpoint_every > 0 && config.checkpoint_dir.empty()) {

@@ -236,15 +236,20 @@ TEST(TrainerArgs, TheTrainerAcceptsTheOperatorsCommandLine) {
   }
 }
 
-// A packed dataset's directory, fields and device transforms reach the trainer as flags it
-// accepts, with epochs counted by the trainer.
+// A packed dataset's directory, fields and device transforms, and the recipe's Nesterov
+// momentum, weight decay and clipping, reach the trainer as flags it accepts, with epochs
+// counted by the trainer.
 TEST(TrainerArgs, APackedDatasetAndItsTransformsReachTheTrainer) {
   nlohmann::json stored = MixedGpusJob();
   stored["spec"]["dataset"] = nlohmann::json::parse(R"({"packed": {
       "path": "/data/cifar", "inputField": "image", "labelField": "label",
       "transforms": {"normalize": {"mean": [0.49, 0.48, 0.45], "std": [0.25, 0.24, 0.26]},
                      "randomCrop": {"padding": 4}, "horizontalFlip": true}}})");
-  stored["spec"]["training"] = {{"epochs", 2}, {"optimizer", "sgd"}, {"learningRate", 0.1}};
+  stored["spec"]["training"] = {{"epochs", 2},         {"optimizer", "sgd"},
+                                {"learningRate", 0.1}, {"nesterov", true},
+                                {"weightDecay", 5e-4}, {"gradientClipNorm", 1.5}};
+  stored["spec"]["training"]["schedule"] = {
+      {"kind", "cosine"}, {"warmupSteps", 100}, {"finalFactor", 0.01}};
   std::vector<std::string> args = TrainerArgs(ParseJobSpec(stored).value());
   EXPECT_EQ(FlagValue(args, "--dataset"), "/data/cifar");
   EXPECT_EQ(FlagValue(args, "--dataset-size"), "");
@@ -261,6 +266,12 @@ TEST(TrainerArgs, APackedDatasetAndItsTransformsReachTheTrainer) {
   EXPECT_EQ(config->transform.std, (std::vector<double>{0.25, 0.24, 0.26}));
   EXPECT_EQ(config->transform.crop_padding, 4);
   EXPECT_TRUE(config->transform.horizontal_flip);
+  EXPECT_TRUE(config->optimizer.nesterov);
+  EXPECT_EQ(config->optimizer.weight_decay, 5e-4);
+  EXPECT_EQ(config->clip_gradient_norm, 1.5);
+  EXPECT_EQ(config->schedule.kind, trainer::ScheduleKind::kCosine);
+  EXPECT_EQ(config->schedule.warmup_steps, 100);
+  EXPECT_EQ(config->schedule.final_factor, 0.01);
 }
 
 }  // namespace

@@ -165,9 +165,13 @@ Status GradientBuckets::Finish() {
   return Ok();
 }
 
-void GradientBuckets::WriteMeanGradients(double global_batch) {
+double GradientBuckets::WriteMeanGradients(double global_batch, double max_norm) {
   torch::NoGradGuard no_grad;
-  flat_.narrow(0, 0, gradient_elements_).div_(global_batch);
+  torch::Tensor gradients = flat_.narrow(0, 0, gradient_elements_);
+  gradients.div_(global_batch);
+  // In float64, so the norm does not depend on how float32 partial sums were ordered.
+  const double norm = gradients.to(torch::kFloat64).norm().item<double>();
+  if (max_norm > 0.0 && norm > max_norm) gradients.mul_(max_norm / norm);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     torch::Tensor& parameter = parameters_[i];
     const torch::Tensor mean =
@@ -178,6 +182,7 @@ void GradientBuckets::WriteMeanGradients(double global_batch) {
       parameter.mutable_grad() = mean.to(parameter.device(), /*non_blocking=*/false, /*copy=*/true);
     }
   }
+  return norm;
 }
 
 }  // namespace fulcrum::trainer

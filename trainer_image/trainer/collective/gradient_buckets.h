@@ -61,8 +61,11 @@ class GradientBuckets {
   Status Finish();
   // After a successful Finish: the control values summed over ranks.
   std::vector<double> SummedControl() const;
-  // Sets every parameter's gradient to its summed gradient divided by `global_batch`.
-  void WriteMeanGradients(double global_batch);
+  // Sets every parameter's gradient to its summed gradient divided by `global_batch`, scaled
+  // down to a global L2 norm of `max_norm` where it is larger (max_norm 0: no clipping). The
+  // norm is of the aggregated gradient, which every rank holds bit for bit, so every rank
+  // clips identically. Returns the norm before clipping.
+  double WriteMeanGradients(double global_batch, double max_norm = 0.0);
 
  private:
   struct Slot {

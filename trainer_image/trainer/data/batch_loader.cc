@@ -96,29 +96,18 @@ LoadedBatch BatchLoader::Take(const BatchRequest& request) {
       return Same(s->request.range, request.range);
     });
     if (found != slots_.end()) {
-      slot = *found;
+      if ((*found)->started) slot = *found;
       slots_.erase(found);
     }
-    if (slot && !slot->started && threads_.empty()) slot.reset();
-    if (slot && !slot->started) {
-      // Not begun yet: load it here rather than wait behind later steps' loads.
-      slot->started = true;
-      ++started_;
-      lock.unlock();
-      slot->batch = Load(slot->request);
-      slot->done = true;
-    } else if (slot) {
+    if (slot) {
       changed_.wait(lock, [&] { return slot->done; });
+    } else {
+      ++started_;  // never asked for, or not begun: loaded here, not behind later steps' loads
     }
   }
   if (!slot) {
     slot = std::make_shared<Slot>();
-    slot->request = request;
-    {
-      std::lock_guard lock(mutex_);
-      ++started_;
-    }
-    slot->batch = Load(slot->request);
+    slot->batch = Load(request);
   }
   if (slot->error) std::rethrow_exception(slot->error);
   device_.WaitStaged(slot->batch);

@@ -11,6 +11,7 @@
 #include "trainer_image/trainer/data/dataset_options.h"
 #include "trainer_image/trainer/data/transform_options.h"
 #include "trainer_image/trainer/device/device_kind.h"
+#include "trainer_image/trainer/model/learning_rate_schedule.h"
 #include "trainer_image/trainer/model/model_options.h"
 #include "trainer_image/trainer/model/optimizer_options.h"
 
@@ -39,6 +40,9 @@ struct TrainerConfig {
   DatasetOptions data;
   TransformOptions transform;
   OptimizerOptions optimizer;
+  ScheduleOptions schedule;
+  // Clip the aggregated gradient to this global L2 norm (0: no clipping).
+  double clip_gradient_norm = 0.0;
   bool shuffle = true;  // a new permutation of the samples every epoch
   uint64_t seed = 1;    // sample order (the model and synthetic data have their own copies)
   int64_t steps = 0;    // stop after this many optimizer steps in total; 0 = run until stopped

@@ -94,6 +94,14 @@ class Trainer {
   Result<BatchRequest> RequestAt(int64_t cursor, const std::vector<int>& batches);
   // Tells the loader the batches of the next steps, assuming `batches` stays the plan.
   void PrefetchFrom(int64_t cursor, const std::vector<int>& batches);
+  // The job's steps: --steps, or for --epochs this step plus the steps left at the current
+  // global batch (the same on every rank: the cursor and the batch are agreed), else 0.
+  int64_t TotalSteps(int64_t global_batch) const {
+    if (config_.steps > 0) return config_.steps;
+    if (config_.epochs <= 0 || global_batch <= 0) return 0;
+    const int64_t left = config_.epochs * dataset_->size() - progress_.cursor;
+    return progress_.step + (left + global_batch - 1) / global_batch;
+  }
   // Done: the steps are taken, or the cursor has passed every epoch's samples.
   bool Finished() const {
     return (config_.steps > 0 && progress_.step >= config_.steps) ||
@@ -705,9 +713,13 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
 
   // Commit: from here on the step happened, identically on every rank.
   const double global_batch = control[ControlLayout::kBatch];
+  double gradient_norm = 0.0;
+  double learning_rate = 0.0;
   if (global_batch > 0) {
-    buckets_->WriteMeanGradients(global_batch);
-    optimizer_->Step(parameters_);
+    gradient_norm = buckets_->WriteMeanGradients(global_batch, config_.clip_gradient_norm);
+    learning_rate = LearningRateAt(config_.optimizer.learning_rate, config_.schedule,
+                                   progress_.step, TotalSteps(static_cast<int64_t>(global_batch)));
+    optimizer_->Step(parameters_, learning_rate);
   }
   const int64_t step = progress_.step;
   progress_.step += 1;
@@ -777,20 +789,24 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   if (control[ControlLayout::kLeave] == 0.0) PrefetchFrom(progress_.cursor, next);
 
   if (step % kLogEvery == 0) {
-    log::Info("trainer", job(), "step",
-              {{"step", step},
-               {"generation", base.generation()},
-               {"rank", rank_},
-               {"local_batch", local_batch},
-               {"global_batch", global_batch},
-               {"loss", last_loss_},
-               {"compute_seconds", compute_seconds},
-               {"data_wait_seconds", data_wait_seconds},
-               {"comm_seconds", comm_seconds},
-               {"overlapped_buckets", buckets_->overlapped_buckets()},
-               {"step_seconds", step_seconds},
-               {"coordinator_seconds", coordinator_seconds},
-               {"samples_per_second", step_seconds > 0 ? global_batch / step_seconds : 0.0}});
+    log::Info(
+        "trainer", job(), "step",
+        {{"step", step},
+         {"generation", base.generation()},
+         {"rank", rank_},
+         {"local_batch", local_batch},
+         {"global_batch", global_batch},
+         {"loss", last_loss_},
+         {"gradient_norm", gradient_norm},
+         {"learning_rate", learning_rate},
+         {"clipped", config_.clip_gradient_norm > 0 && gradient_norm > config_.clip_gradient_norm},
+         {"compute_seconds", compute_seconds},
+         {"data_wait_seconds", data_wait_seconds},
+         {"comm_seconds", comm_seconds},
+         {"overlapped_buckets", buckets_->overlapped_buckets()},
+         {"step_seconds", step_seconds},
+         {"coordinator_seconds", coordinator_seconds},
+         {"samples_per_second", step_seconds > 0 ? global_batch / step_seconds : 0.0}});
   }
   const bool periodic =
       config_.checkpoint_every > 0 && progress_.step % config_.checkpoint_every == 0;

@@ -11,47 +11,62 @@ std::vector<torch::Tensor> ZerosLike(const std::vector<torch::Tensor>& parameter
   return zeros;
 }
 
-// buf <- momentum * buf + g; p <- p - lr * buf (PyTorch's SGD with dampening 0).
+// PyTorch's SGD with dampening 0: g <- g + wd * p; buf <- momentum * buf + g; then
+// p <- p - lr * buf, or with Nesterov p <- p - lr * (g + momentum * buf).
 class MomentumSgd final : public Optimizer {
  public:
-  MomentumSgd(double learning_rate, double momentum, const std::vector<torch::Tensor>& parameters)
-      : learning_rate_(learning_rate), momentum_(momentum), buffers_(ZerosLike(parameters)) {}
-  void Step(const std::vector<torch::Tensor>& parameters) override {
+  MomentumSgd(const OptimizerOptions& options, const std::vector<torch::Tensor>& parameters)
+      : options_(options), buffers_(ZerosLike(parameters)) {}
+  void Step(const std::vector<torch::Tensor>& parameters, double learning_rate) override {
     torch::NoGradGuard no_grad;
     for (std::size_t i = 0; i < parameters.size(); ++i) {
-      buffers_[i].mul_(momentum_).add_(parameters[i].grad());
-      parameters[i].sub_(buffers_[i], learning_rate_);
+      torch::Tensor grad = parameters[i].grad();
+      if (options_.weight_decay != 0.0) grad = grad.add(parameters[i], options_.weight_decay);
+      buffers_[i].mul_(options_.momentum).add_(grad);
+      if (options_.nesterov) {
+        parameters[i].sub_(grad.add(buffers_[i], options_.momentum), learning_rate);
+      } else {
+        parameters[i].sub_(buffers_[i], learning_rate);
+      }
     }
   }
   std::vector<torch::Tensor> State() override { return buffers_; }
 
  private:
-  double learning_rate_;
-  double momentum_;
+  OptimizerOptions options_;
   std::vector<torch::Tensor> buffers_;
 };
 
-// Adam (Kingma & Ba) with bias correction, beta1 0.9, beta2 0.999, eps 1e-8.
+// Adam (Kingma & Ba) with bias correction, beta1 0.9, beta2 0.999, eps 1e-8, as PyTorch's:
+// weight decay as an L2 term in the gradient, or decoupled for AdamW (Loshchilov & Hutter).
 class Adam final : public Optimizer {
  public:
-  Adam(double learning_rate, const std::vector<torch::Tensor>& parameters)
-      : learning_rate_(learning_rate),
+  Adam(const OptimizerOptions& options, const std::vector<torch::Tensor>& parameters)
+      : options_(options),
         first_(ZerosLike(parameters)),
         second_(ZerosLike(parameters)),
         steps_(torch::zeros({1}, torch::kFloat64)) {}
-  void Step(const std::vector<torch::Tensor>& parameters) override {
+  void Step(const std::vector<torch::Tensor>& parameters, double learning_rate) override {
     torch::NoGradGuard no_grad;
     constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEpsilon = 1e-8;
     steps_ += 1;
     const double t = steps_.item<double>();
     const double correction1 = 1.0 - std::pow(kBeta1, t);
     const double correction2 = 1.0 - std::pow(kBeta2, t);
+    const bool decoupled = options_.kind == OptimizerKind::kAdamW;
     for (std::size_t i = 0; i < parameters.size(); ++i) {
-      const torch::Tensor& grad = parameters[i].grad();
+      torch::Tensor grad = parameters[i].grad();
+      if (options_.weight_decay != 0.0) {
+        if (decoupled) {
+          parameters[i].mul_(1.0 - learning_rate * options_.weight_decay);
+        } else {
+          grad = grad.add(parameters[i], options_.weight_decay);
+        }
+      }
       first_[i].mul_(kBeta1).add_(grad, 1.0 - kBeta1);
       second_[i].mul_(kBeta2).addcmul_(grad, grad, 1.0 - kBeta2);
       const torch::Tensor denominator = (second_[i] / correction2).sqrt_().add_(kEpsilon);
-      parameters[i].addcdiv_(first_[i], denominator, -learning_rate_ / correction1);
+      parameters[i].addcdiv_(first_[i], denominator, -learning_rate / correction1);
     }
   }
   std::vector<torch::Tensor> State() override {
@@ -62,7 +77,7 @@ class Adam final : public Optimizer {
   }
 
  private:
-  double learning_rate_;
+  OptimizerOptions options_;
   std::vector<torch::Tensor> first_;
   std::vector<torch::Tensor> second_;
   torch::Tensor steps_;
@@ -72,9 +87,9 @@ class Adam final : public Optimizer {
 
 std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerOptions& options,
                                          const std::vector<torch::Tensor>& parameters) {
-  if (options.kind == OptimizerKind::kAdam)
-    return std::make_unique<Adam>(options.learning_rate, parameters);
-  return std::make_unique<MomentumSgd>(options.learning_rate, options.momentum, parameters);
+  if (options.kind == OptimizerKind::kSgd)
+    return std::make_unique<MomentumSgd>(options, parameters);
+  return std::make_unique<Adam>(options, parameters);
 }
 
 }  // namespace fulcrum::trainer

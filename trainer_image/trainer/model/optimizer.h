@@ -1,5 +1,6 @@
-// SGD with momentum and Adam over an explicit list of state tensors, so the state can be
-// broadcast to newcomers and checkpointed byte for byte (it survives membership changes).
+// SGD with momentum (Nesterov optional), Adam and AdamW, each with weight decay, over an explicit
+// list of state tensors, so the state can be broadcast to newcomers and checkpointed byte for
+// byte (it survives membership changes). The same formulas as PyTorch's torch.optim.
 #pragma once
 
 #include <torch/torch.h>
@@ -14,8 +15,9 @@ namespace fulcrum::trainer {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // p <- update(p, p.grad); grads hold the global mean gradient.
-  virtual void Step(const std::vector<torch::Tensor>& parameters) = 0;
+  // p <- update(p, p.grad) at this step's learning rate (learning_rate_schedule.h); grads hold
+  // the global mean gradient.
+  virtual void Step(const std::vector<torch::Tensor>& parameters, double learning_rate) = 0;
   // Every tensor of state, in a fixed order (float64 scalars included as 1-element tensors).
   virtual std::vector<torch::Tensor> State() = 0;
 };
