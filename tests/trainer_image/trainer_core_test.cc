@@ -95,6 +95,18 @@ TEST(TrainerFlags, AFlagGivenTwiceTakesItsLastValueSoAJobsArgsOverrideTheOperato
   EXPECT_EQ(ParseTrainerFlags({"--batches", "3,x"}).error().field, "--batches");
 }
 
+TEST(TrainerFlags, HelpIsGeneratedWithEveryFlagAndItsDefault) {
+  const Result<TrainerConfig> help = ParseTrainerFlags({"--help"});
+  ASSERT_FALSE(help.ok());
+  EXPECT_EQ(help.error().field, "--help");
+  for (const char* flag : {"--dataset", "--loader-threads", "--normalize-mean", "--epochs",
+                           "--lr-schedule", "--clip-grad-norm", "--emulated-slowdown"}) {
+    EXPECT_NE(help.error().message.find(flag), std::string::npos) << flag;
+  }
+  EXPECT_NE(help.error().message.find("{sgd,adam,adamw}"), std::string::npos)
+      << help.error().message;
+}
+
 TEST(TrainerFlags, TheCoordinatorLinkIsTlsUnlessPlaintextIsAskedForByName) {
   const std::vector<std::string> base = {"--coordinator", "h:1", "--token-file", "t"};
   const Error neither = ParseTrainerFlags(base).error();

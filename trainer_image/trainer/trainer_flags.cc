@@ -306,13 +306,6 @@ void ShareAcrossLayers(TrainerConfig& config) {
 
 }  // namespace
 
-std::string TrainerHelp() {
-  TrainerConfig config;
-  CLI::App app{kDescription, "fulcrum-trainer"};
-  AddFlags(app, config);
-  return app.help();
-}
-
 Result<TrainerConfig> ParseTrainerFlags(const std::vector<std::string>& args,
                                         const std::map<std::string, std::string>& environment) {
   TrainerConfig config;

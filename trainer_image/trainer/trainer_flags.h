@@ -11,11 +11,8 @@
 
 namespace fulcrum::trainer {
 
-// The generated help text (every flag, its default and its choices).
-std::string TrainerHelp();
-
 // `args` without the program name. --help comes back as an error whose field is "--help" and
-// whose message is TrainerHelp(). `environment` supplies defaults that flags override:
+// whose message is the generated help (every flag, its default and its choices). `environment` supplies defaults that flags override:
 // FULCRUM_SLOWDOWN_FILE sets --slowdown-file (fulcrum-local-node gives every container its
 // node's file).
 Result<TrainerConfig> ParseTrainerFlags(const std::vector<std::string>& args,

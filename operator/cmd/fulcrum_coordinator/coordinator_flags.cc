@@ -51,14 +51,6 @@ void AddFlags(CLI::App& app, CoordinatorFlags& flags, std::string& policy) {
 
 }  // namespace
 
-std::string CoordinatorHelp() {
-  CoordinatorFlags flags;
-  std::string policy;
-  CLI::App app{kDescription, "fulcrum-coordinator"};
-  AddFlags(app, flags, policy);
-  return app.help();
-}
-
 Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& args) {
   CoordinatorFlags flags;
   JobSessionConfig& job = flags.job_template;

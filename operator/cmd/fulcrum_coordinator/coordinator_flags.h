@@ -20,9 +20,6 @@ struct CoordinatorFlags {
   JobSessionConfig job_template;  // everything but name and token, shared by all jobs
 };
 
-// The generated help text.
-std::string CoordinatorHelp();
-
 // `args` without the program name. --help comes back as an error whose field is "--help" and
 // whose message is the help text.
 Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& args);
