@@ -12,9 +12,9 @@
 namespace fulcrum::trainer {
 
 // `args` without the program name. --help comes back as an error whose field is "--help" and
-// whose message is the generated help (every flag, its default and its choices). `environment` supplies defaults that flags override:
-// FULCRUM_SLOWDOWN_FILE sets --slowdown-file (fulcrum-local-node gives every container its
-// node's file).
+// whose message is the generated help (every flag, its default and its choices). `environment`
+// supplies defaults that flags override: FULCRUM_SLOWDOWN_FILE sets --slowdown-file
+// (fulcrum-local-node gives every container its node's file).
 Result<TrainerConfig> ParseTrainerFlags(const std::vector<std::string>& args,
                                         const std::map<std::string, std::string>& environment = {});
 
