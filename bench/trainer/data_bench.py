@@ -23,32 +23,16 @@ CPU figures only; nothing here ran on a GPU.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 
-import numpy as np
 
 from json_lines import read_json_lines  # this folder is on sys.path: run as a script
+from packed_images import free_port, write_random_images
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SKIP_FRACTION = 0.3
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def write_dataset(directory, samples, image_size):
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    from fulcrum import pack  # noqa: E402  (the repository's own package)
-    rng = np.random.default_rng(3)
-    labels = rng.integers(0, 10, size=samples, dtype=np.int64)
-    images = rng.integers(0, 256, size=(samples, 3, image_size, image_size), dtype=np.uint8)
-    pack.write_arrays(directory, {"image": images, "label": labels}, classes={"label": 10})
 
 
 def steady(sample_log):
@@ -118,7 +102,7 @@ def main():
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="fulcrum-data-bench-")
     dataset = os.path.join(workdir, "dataset")
-    write_dataset(dataset, args.samples, args.image_size)
+    write_random_images(dataset, args.samples, args.image_size, seed=3)
     runs = [single_trainer(args, dataset, workdir, threads, read_us)
             for read_us in (0, args.read_us) for threads in (2, 0)]
     by = {(r["loader_threads"], r["emulated_read_us_per_sample"]): r for r in runs}

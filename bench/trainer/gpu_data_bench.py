@@ -21,7 +21,6 @@ JSON object; every figure is a GPU figure, nothing is emulated.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -31,33 +30,12 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from packed_images import free_port, write_random_images  # this folder is on sys.path
+
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 SETTINGS = {224: {"batch": 128, "samples": 2048}, 32: {"batch": 256, "samples": 50000}}
 SKIP = 0.3
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def write_dataset(directory, samples, size):
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    from fulcrum import pack  # noqa: E402  (the repository's own package)
-    if os.path.exists(os.path.join(directory, "dataset.json")):
-        return
-    rng = np.random.default_rng(1)
-    images = np.lib.format.open_memmap(os.path.join(directory + "-source.npy"), mode="w+",
-                                       dtype=np.uint8, shape=(samples, 3, size, size))
-    for start in range(0, samples, 1024):
-        end = min(samples, start + 1024)
-        images[start:end] = rng.integers(0, 256, size=(end - start, 3, size, size), dtype=np.uint8)
-    labels = rng.integers(0, 10, size=samples, dtype=np.int64)
-    pack.write_arrays(directory, {"image": images, "label": labels}, classes={"label": 10})
-    os.remove(directory + "-source.npy")
 
 
 def write_model(path):
@@ -170,7 +148,7 @@ def main():
     for size in (int(s) for s in args.sizes.split(",")):
         settings = SETTINGS[size]
         dataset = os.path.join(args.out, f"packed-{size}")
-        write_dataset(dataset, settings["samples"], size)
+        write_random_images(dataset, settings["samples"], size, seed=1)
         fulcrum = fulcrum_run(args, dataset, model, settings["batch"], args.steps, args.out)
         pytorch = pytorch_runs(dataset, model, settings["batch"], args.steps)
         results["sizes"][f"3x{size}x{size}"] = {
