@@ -650,7 +650,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   const std::vector<int> batches(plan.batches().begin(), plan.batches().end());
   Result<BatchRequest> request = RequestAt(progress_.cursor, batches);
   if (!request.ok()) return request.error();
-  const std::optional<PositionRange> range = request->range;
+  const PositionRange range = request->range;
   const std::vector<int64_t>& indices = request->indices;
   const int local_batch = static_cast<int>(indices.size());
   // The wait for this step's batch (loading, copying to the device) is data wait: it is timed
@@ -734,7 +734,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
                                   {"generation", base.generation()},
                                   {"rank", rank_},
                                   {"batches", batches},
-                                  {"positions", {range->begin, range->end}},
+                                  {"positions", {range.begin, range.end}},
                                   {"step_seconds", step_seconds},
                                   {"compute_seconds", compute_seconds},
                                   {"data_wait_seconds", data_wait_seconds},
