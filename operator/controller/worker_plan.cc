@@ -100,14 +100,22 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
     }
     active.push_back(&pod);
   }
-  // A trainer that refused its input (exit code 2) would refuse it again: fail the job now, with
-  // the trainer's own words, instead of replacing the pod until backoffLimit.
+  // A trainer that refused its input or diverged would do so again: fail the job now, with the
+  // trainer's own words, instead of replacing the pod until backoffLimit.
   for (const WorkerPod& pod : world.pods) {
-    if (pod.phase != "Failed" || pod.exit_code != kTrainerInvalidInputExitCode) continue;
-    decisions.failed_reason = "InvalidInput";
-    decisions.failed_message = "worker " + pod.name +
-                               " refused its input: " + TrainerError(pod.termination_message) +
-                               ". Fix the job's data, model or args and create it again";
+    if (pod.phase != "Failed") continue;
+    if (pod.exit_code == kTrainerInvalidInputExitCode) {
+      decisions.failed_reason = "InvalidInput";
+      decisions.failed_message = "worker " + pod.name +
+                                 " refused its input: " + TrainerError(pod.termination_message) +
+                                 ". Fix the job's data, model or args and create it again";
+    } else if (pod.exit_code == kTrainerDivergedExitCode) {
+      decisions.failed_reason = "Diverged";
+      decisions.failed_message =
+          "worker " + pod.name + ": " + TrainerError(pod.termination_message);
+    } else {
+      continue;
+    }
     for (const WorkerPod* other : active) {
       decisions.remove.push_back({other->name, other->uid, RemovalReason::kFinished});
     }

@@ -31,9 +31,11 @@ struct WorkerPod {
   std::string termination_message;
 };
 
-// fulcrum-trainer's exit code for input it refuses (flags, dataset, model files, a coordinator
-// that refuses it): retrying the same input cannot help, so the job fails at once.
+// fulcrum-trainer's exit codes that a retry cannot fix, so the job fails at once: input it
+// refuses (flags, dataset, model files, a coordinator that refuses it), and a loss that stayed
+// non-finite (training diverged: the same recipe would diverge again).
 inline constexpr int kTrainerInvalidInputExitCode = 2;
+inline constexpr int kTrainerDivergedExitCode = 3;
 
 // A worker pod whose node is gone from the cluster or NotReady.
 enum class NodeHealth { kReady, kNotReady, kGone };

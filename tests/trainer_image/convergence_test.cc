@@ -65,5 +65,38 @@ TEST(TrainerConvergence, HeterogeneousRunMatchesHomogeneousLossWithinTwoPercent)
   EXPECT_TRUE(unequal);
 }
 
+// A recipe that diverges (SGD at a learning rate of 1e6): once the loss is not finite, every
+// rank skips the update, and --max-nonfinite-steps of those in a row end training with exit code
+// 3 and an error saying what to change, instead of training on NaNs.
+TEST(TrainerConvergence, ADivergingRecipeStopsAfterBoundedSkippedStepsSayingWhy) {
+  const std::string directory = FreshDirectory("diverging");
+  const int port = FreeLoopbackPort();
+  std::vector<ChildProcess> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back(std::vector<std::string>{TrainerBinary(), "--world-size", "2", "--rank",
+                                                std::to_string(rank), "--rendezvous",
+                                                "127.0.0.1:" + std::to_string(port), "--batches",
+                                                "8,24", "--steps", "500", "--model", "mlp", "--lr",
+                                                "1e6", "--max-nonfinite-steps", "3"},
+                       directory + "/rank" + std::to_string(rank) + ".log");
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string log = directory + "/rank" + std::to_string(rank) + ".log";
+    EXPECT_EQ(ranks[static_cast<std::size_t>(rank)].Wait(std::chrono::seconds(120)), 3)
+        << ReadFile(log);
+    const auto diverged = ReadJsonLines(log, "training diverged");
+    ASSERT_EQ(diverged.size(), 1u) << ReadFile(log);
+    EXPECT_NE(diverged[0]["error"].get<std::string>().find("lower the learning rate"),
+              std::string::npos);
+    const auto skipped = ReadJsonLines(log, "non-finite loss: the update is skipped on every rank");
+    ASSERT_EQ(skipped.size(), 3u) << ReadFile(log);
+    EXPECT_EQ(skipped.back()["in_a_row"], 3);
+    const auto finished = ReadJsonLines(log, "finished");
+    ASSERT_FALSE(finished.empty());
+    EXPECT_EQ(finished.back()["why"], "diverged");
+    EXPECT_LT(finished.back()["step"].get<int>(), 500);
+  }
+}
+
 }  // namespace
 }  // namespace fulcrum::testing

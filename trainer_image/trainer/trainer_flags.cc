@@ -132,6 +132,9 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
       ->group(optimizer);
   app.add_option("--lr-gamma", config.schedule.gamma, "step decay: the factor at each decay")
       ->group(optimizer);
+  app.add_option("--max-nonfinite-steps", config.max_nonfinite_steps,
+                 "a non-finite loss skips the update; this many in a row end training (exit 3)")
+      ->group(optimizer);
   app.add_option("--clip-grad-norm", config.clip_gradient_norm,
                  "clip the aggregated gradient to this global L2 norm; 0 off")
       ->group(optimizer);
@@ -261,6 +264,8 @@ Status Validate(const TrainerConfig& config) {
   if (!(config.clip_gradient_norm >= 0.0) || std::isinf(config.clip_gradient_norm))
     return InvalidArgument("--clip-grad-norm", "must be a finite number >= 0 (0: off)");
   if (Status status = ValidateSchedule(config.schedule); !status.ok()) return status;
+  if (config.max_nonfinite_steps < 1)
+    return InvalidArgument("--max-nonfinite-steps", "must be >= 1");
   if (config.steps < 0) return InvalidArgument("--steps", "must be >= 0");
   if (config.checkpoint_every < 0) return InvalidArgument("--checkpoint-every", "must be >= 0");
   if (config.checkpoint_every > 0 && config.checkpoint_dir.empty()) {

@@ -144,7 +144,7 @@ TEST(WorkerPlan, MoreFailuresThanTheBackoffLimitFailTheJobAndStopTheRest) {
   EXPECT_TRUE(decisions.create.empty());
 }
 
-TEST(WorkerPlan, ATrainerThatRefusedItsInputFailsTheJobAtOnceWithItsOwnWords) {
+TEST(WorkerPlan, ATrainerThatRefusedItsInputOrDivergedFailsTheJobAtOnceWithItsOwnWords) {
   WorkerPod refused = Pod(1, "Failed");
   refused.exit_code = kTrainerInvalidInputExitCode;
   refused.termination_message =
@@ -163,6 +163,17 @@ TEST(WorkerPlan, ATrainerThatRefusedItsInputFailsTheJobAtOnceWithItsOwnWords) {
   EXPECT_EQ(Removed(decisions, RemovalReason::kFinished),
             std::vector<std::string>{"mixed-worker-0"});
   EXPECT_TRUE(decisions.create.empty()) << "no replacement: the same input would fail again";
+
+  WorkerPod diverged = Pod(1, "Failed");
+  diverged.exit_code = kTrainerDivergedExitCode;
+  diverged.termination_message =
+      "{\"error\":\"the loss was not finite for 10 steps in a row\",\"msg\":\"training diverged\"}";
+  const WorkerDecisions stopped =
+      DecideWorkers(Spec(1, 2), World({Pod(0, "Running"), diverged}, 0));
+  ASSERT_TRUE(stopped.failed_reason.has_value());
+  EXPECT_EQ(*stopped.failed_reason, "Diverged");
+  EXPECT_EQ(stopped.failed_message,
+            "worker mixed-worker-1: the loss was not finite for 10 steps in a row");
 
   WorkerPod crashed = Pod(1, "Failed");  // any other exit code is retried after back-off
   crashed.exit_code = 1;

@@ -41,6 +41,8 @@ struct TrainerConfig {
   TransformOptions transform;
   OptimizerOptions optimizer;
   ScheduleOptions schedule;
+  // Steps in a row with a non-finite loss (updates skipped on every rank) that end training.
+  int max_nonfinite_steps = 10;
   // Clip the aggregated gradient to this global L2 norm (0: no clipping).
   double clip_gradient_norm = 0.0;
   bool shuffle = true;  // a new permutation of the samples every epoch

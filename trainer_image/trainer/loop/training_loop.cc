@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <numeric>
@@ -139,6 +140,7 @@ class Trainer {
   bool drain_requested_ = false;  // Control DRAIN
   bool checkpoint_requested_ = false;
   int rank_ = 0;
+  int nonfinite_steps_ = 0;  // steps in a row whose loss was not finite (their update skipped)
   double last_loss_ = std::numeric_limits<double>::quiet_NaN();
   struct {
     int64_t samples = 0;
@@ -387,6 +389,16 @@ int Trainer::Run() {
     if (drain_requested_) {
       LogFinished("drained");
       return 0;
+    }
+    if (nonfinite_steps_ >= config_.max_nonfinite_steps) {
+      log::Error("trainer", job(), "training diverged",
+                 {{"error", "the loss was not finite for " + std::to_string(nonfinite_steps_) +
+                                " steps in a row (their updates skipped) up to step " +
+                                std::to_string(progress_.step) +
+                                ": lower the learning rate, add warmup or gradient clipping, or "
+                                "check the data for NaN or inf"}});
+      LogFinished("diverged");
+      return kDivergedExitCode;
     }
     if (stop_signal_.load() != 0 || stop_requested_) {
       WriteCheckpointNow(stop_requested_ ? "stop requested" : "SIGTERM");
@@ -715,7 +727,15 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   const double global_batch = control[ControlLayout::kBatch];
   double gradient_norm = 0.0;
   double learning_rate = 0.0;
-  if (global_batch > 0) {
+  // A non-finite loss (the all-reduced sum: every rank sees the same) skips the update on every
+  // rank; too many in a row end the job instead of training on garbage.
+  const bool finite = std::isfinite(control[ControlLayout::kLossSum]);
+  nonfinite_steps_ = finite ? 0 : nonfinite_steps_ + 1;
+  if (!finite) {
+    log::Warn("trainer", job(), "non-finite loss: the update is skipped on every rank",
+              {{"step", progress_.step}, {"in_a_row", nonfinite_steps_}});
+  }
+  if (global_batch > 0 && finite) {
     gradient_norm = buckets_->WriteMeanGradients(global_batch, config_.clip_gradient_norm);
     learning_rate = LearningRateAt(config_.optimizer.learning_rate, config_.schedule,
                                    progress_.step, TotalSteps(static_cast<int64_t>(global_batch)));
@@ -813,6 +833,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   if (rank_ == 0 && (periodic || control[ControlLayout::kCheckpoint] > 0)) {
     WriteCheckpointNow(periodic ? "periodic" : "requested");
   }
+  if (nonfinite_steps_ >= config_.max_nonfinite_steps) return false;  // diverged: Run() ends it
   return control[ControlLayout::kLeave] == 0.0;
 }
 

@@ -9,7 +9,9 @@
 
 namespace fulcrum::trainer {
 
-// Exit code: 0 finished or stopped, 1 failed, 2 invalid input or refused by the coordinator.
+// Exit code: 0 finished or stopped, 1 failed, 2 invalid input or refused by the coordinator, 3
+// (kDivergedExitCode) the loss stayed non-finite for --max-nonfinite-steps steps.
+inline constexpr int kDivergedExitCode = 3;
 // `stop_signal` becomes non-zero on SIGTERM/SIGINT: checkpoint after the step and exit 0.
 int RunTrainer(const TrainerConfig& config, const std::atomic<int>& stop_signal);
 
