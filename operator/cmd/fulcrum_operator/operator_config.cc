@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 
+#include "common/command_line.h"
 #include "operator/kube/leaderelection/leader_elector.h"
 
 namespace fulcrum::operator_main {
@@ -351,15 +352,10 @@ Result<OperatorConfig> ParseOperatorConfig(const std::vector<std::string>& args,
                    setting.help + " [" + setting.key + "]");
     flag_of_key[setting.key] = setting.flag + " / " + setting.key;
   }
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
+  Result<CommandLine> parsed = ParseCommandLine(app, args);
+  if (!parsed.ok()) return parsed.error();
+  if (*parsed == CommandLine::kHelpAsked)
     return MakeError(ErrorCode::kFailedPrecondition, app.help());
-  } catch (const CLI::ParseError& error) {
-    return InvalidArgument(error.get_name().empty() ? "flags" : error.get_name(),
-                           std::string(error.what()) + " (see --help)");
-  }
 
   OperatorConfig config;
   config.leader_election.identity = host_name;

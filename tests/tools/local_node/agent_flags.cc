@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "common/command_line.h"
+
 namespace fulcrum::local_node {
 namespace {
 
@@ -60,32 +62,27 @@ Result<AgentFlags> ParseAgentFlags(const std::vector<std::string>& args) {
   app.add_option("--shutdown-grace", flags.shutdown_grace_seconds,
                  "on SIGTERM, how long containers get to stop before SIGKILL, seconds")
       ->capture_default_str();
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
-  try {
-    // `fulcrum-local-node shim DIR` is how the agent starts a container's shim (runtime/shim.h);
-    // the agent's own flags do not apply to it.
-    if (!args.empty() && args[0] == "shim") {
-      if (args.size() != 2) return InvalidArgument("shim", "takes exactly one state folder");
-      flags.shim = true;
-      flags.shim_state_dir = args[1];
-      return flags;
-    }
-    // `fulcrum-local-node check-inventory FILE`: what tests/cluster/up runs before it starts
-    // anything.
-    if (!args.empty() && args[0] == "check-inventory") {
-      if (args.size() != 2)
-        return InvalidArgument("check-inventory", "takes exactly one inventory file");
-      flags.check_inventory = true;
-      flags.nodes_file = args[1];
-      return flags;
-    }
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    return MakeError(ErrorCode::kFailedPrecondition, app.help());
-  } catch (const CLI::ParseError& error) {
-    std::string flag = error.get_name();
-    return InvalidArgument(flag, std::string(error.what()) + " (see --help)");
+  // `fulcrum-local-node shim DIR` is how the agent starts a container's shim (runtime/shim.h);
+  // the agent's own flags do not apply to it.
+  if (!args.empty() && args[0] == "shim") {
+    if (args.size() != 2) return InvalidArgument("shim", "takes exactly one state folder");
+    flags.shim = true;
+    flags.shim_state_dir = args[1];
+    return flags;
   }
+  // `fulcrum-local-node check-inventory FILE`: what tests/cluster/up runs before it starts
+  // anything.
+  if (!args.empty() && args[0] == "check-inventory") {
+    if (args.size() != 2)
+      return InvalidArgument("check-inventory", "takes exactly one inventory file");
+    flags.check_inventory = true;
+    flags.nodes_file = args[1];
+    return flags;
+  }
+  Result<CommandLine> parsed = ParseCommandLine(app, args);
+  if (!parsed.ok()) return parsed.error();
+  if (*parsed == CommandLine::kHelpAsked)
+    return MakeError(ErrorCode::kFailedPrecondition, app.help());
   if (Status status = RequireFile("--kubeconfig", flags.kubeconfig, "the agent's kubeconfig");
       !status.ok()) {
     return status.error();
