@@ -806,7 +806,10 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   plan.clear_batches();
   for (int batch : next) plan.add_batches(batch);
   plan.set_accumulation_steps(static_cast<int>(control[ControlLayout::kAccumulation]));
-  if (control[ControlLayout::kLeave] == 0.0) PrefetchFrom(progress_.cursor, next);
+  // The prefetch made before compute assumed this step's plan; only a new one changes the ranges.
+  if (control[ControlLayout::kLeave] == 0.0 && next != batches) {
+    PrefetchFrom(progress_.cursor, next);
+  }
 
   if (step % kLogEvery == 0) {
     log::Info(
