@@ -12,22 +12,18 @@
 #include <cstring>
 
 #include "tests/trainer_image/data/packed_dataset_writer.h"
+#include "tests/trainer_image/harness/checkpoint_reader.h"
 #include "tests/trainer_image/harness/local_job.h"
 
 namespace fulcrum::testing {
 namespace {
 
-constexpr std::size_t kCheckpointPrefixBytes = 16 + 8 + 16;  // magic, length, step + cursor
-
-std::vector<float> FinalParameters(const std::string& directory, const std::string& log) {
-  const auto started = ReadJsonLines(log, "started");
-  if (started.empty()) return {};
-  const std::size_t count = started.front()["parameters"];
-  const std::string bytes = ReadFile(directory + "/checkpoint-000000000020.bin");
-  if (bytes.size() < kCheckpointPrefixBytes + count * sizeof(float)) return {};
-  std::vector<float> parameters(count);
-  std::memcpy(parameters.data(), bytes.data() + kCheckpointPrefixBytes, count * sizeof(float));
-  return parameters;
+// Every parameter after step 20, read from the checkpoint by its documented format.
+std::vector<float> FinalParameters(const std::string& directory) {
+  const std::optional<Checkpoint> checkpoint =
+      ReadCheckpointFile(directory + "/checkpoint-000000000020.bin");
+  if (!checkpoint) return {};
+  return checkpoint->Floats("parameter");
 }
 
 double MaxDifference(const std::vector<float>& expected, const std::vector<float>& actual) {
@@ -82,8 +78,8 @@ void ExpectThreeRanksMatchOne(const std::string& name, const std::vector<std::st
           << ReadFile(multi + "/rank" + std::to_string(rank) + ".log");
     }
   }
-  const std::vector<float> expected = FinalParameters(single, single + "/rank0.log");
-  const std::vector<float> actual = FinalParameters(multi, multi + "/rank0.log");
+  const std::vector<float> expected = FinalParameters(single);
+  const std::vector<float> actual = FinalParameters(multi);
   ASSERT_FALSE(expected.empty());
   ASSERT_EQ(actual.size(), expected.size());
   EXPECT_LT(MaxDifference(expected, actual), 1e-5);
@@ -178,8 +174,8 @@ TEST(TrainerEquivalence, AStepThatRunsOutOfMemoryIsRetriedInMicroStepsToTheSameR
   EXPECT_EQ(retries.front()["micro_steps"], 2);
   for (const auto& retry : retries)
     EXPECT_LT(retry["step"].get<int>(), 2);  // learned, not repeated
-  const std::vector<float> expected = FinalParameters(whole, whole + "/rank0.log");
-  const std::vector<float> actual = FinalParameters(split, split + "/rank0.log");
+  const std::vector<float> expected = FinalParameters(whole);
+  const std::vector<float> actual = FinalParameters(split);
   ASSERT_FALSE(expected.empty());
   ASSERT_EQ(actual.size(), expected.size());
   EXPECT_LT(MaxDifference(expected, actual), 1e-5);

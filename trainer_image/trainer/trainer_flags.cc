@@ -59,7 +59,7 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
             "what is trained")
       ->group(model);
   app.add_option("--torchscript", config.model.torchscript,
-                 "--model torchscript: the module file (forward(x) -> logits)")
+                 "--model torchscript: the module file (the model contract: docs/user-guide.md)")
       ->group(model);
   app.add_option("--dataset", config.data.packed_dir,
                  "a packed dataset: directory of dataset.json and .npy files "
@@ -68,7 +68,8 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
   app.add_option("--input-field", config.data.input_field,
                  "--dataset: the model's input field (default: the one besides the label)")
       ->group(model);
-  app.add_option("--label-field", config.data.label_field, "--dataset: the integer class field")
+  app.add_option("--label-field", config.data.label_field,
+                 "--dataset: the integer class field of the default loss")
       ->group(model);
   app.add_option("--data-file", config.data.record_file,
                  "--model torchscript: file of fixed-size float32 records")
@@ -149,6 +150,13 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
       ->group(state);
   app.add_option("--checkpoint-every", config.checkpoint_every,
                  "steps between checkpoints; 0: only on SIGTERM or STOP")
+      ->group(state);
+  app.add_option("--init-from", config.init_from,
+                 "start from these weights (a model.pt or a checkpoint-*.bin) unless "
+                 "--checkpoint-dir has a checkpoint to resume")
+      ->group(state);
+  app.add_option("--output-dir", config.output_dir,
+                 "where rank 0 writes model.pt and model.json at the end")
       ->group(state);
 
   const char* runtime = "Runtime";

@@ -54,7 +54,12 @@ struct TrainerConfig {
 
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // steps; 0 = only on SIGTERM / STOP
-  int metrics_port = -1;         // -1 off, 0 any free port
+  // Weights to start from when there is no checkpoint to resume: a model.pt (TorchScript) or a
+  // checkpoint file of another job; parameters and buffers by name, shapes must match.
+  std::string init_from;
+  // Rank 0 writes the trained module (model.pt) and model.json here when training finishes.
+  std::string output_dir;
+  int metrics_port = -1;  // -1 off, 0 any free port
   double emulated_slowdown = 1.0;
   std::string slowdown_file;  // polled every step: a number replaces the slowdown
   int64_t collective_timeout_ms = 30000;
