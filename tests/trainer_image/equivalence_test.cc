@@ -13,17 +13,28 @@
 
 #include "tests/trainer_image/data/packed_dataset_writer.h"
 #include "tests/trainer_image/harness/checkpoint_reader.h"
+#include "tests/trainer_image/harness/contract_models.h"
 #include "tests/trainer_image/harness/local_job.h"
 
 namespace fulcrum::testing {
 namespace {
 
+std::optional<Checkpoint> FinalCheckpoint(const std::string& directory) {
+  return ReadCheckpointFile(directory + "/checkpoint-000000000020.bin");
+}
+
 // Every parameter after step 20, read from the checkpoint by its documented format.
 std::vector<float> FinalParameters(const std::string& directory) {
-  const std::optional<Checkpoint> checkpoint =
-      ReadCheckpointFile(directory + "/checkpoint-000000000020.bin");
+  const std::optional<Checkpoint> checkpoint = FinalCheckpoint(directory);
   if (!checkpoint) return {};
   return checkpoint->Floats("parameter");
+}
+
+const CheckpointTensor* Find(const Checkpoint& checkpoint, const std::string& name) {
+  for (const CheckpointTensor& tensor : checkpoint.tensors) {
+    if (tensor.name == name) return &tensor;
+  }
+  return nullptr;
 }
 
 double MaxDifference(const std::vector<float>& expected, const std::vector<float>& actual) {
@@ -48,6 +59,34 @@ std::vector<std::string> StaticTrainer(const std::string& directory, int rank, i
           "--bucket-elements", "1024"};
 }
 
+// Every rank ends bit-identical: parameters, and buffers (BatchNorm statistics) too.
+void ExpectRanksBitIdentical(const std::string& directory, int ranks) {
+  std::set<std::string> checksums, model_checksums;
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (const auto& line :
+         ReadJsonLines(directory + "/rank" + std::to_string(rank) + ".log", "finished")) {
+      checksums.insert(line["checksum"].get<std::string>());
+      model_checksums.insert(line["model_checksum"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(checksums.size(), 1u);
+  EXPECT_EQ(model_checksums.size(), 1u);
+}
+
+void StartRanks(const std::string& directory, const std::vector<std::string>& extra) {
+  const int port = FreeLoopbackPort();
+  std::vector<ChildProcess> ranks;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::vector<std::string> args = StaticTrainer(directory, rank, 3, port, "3,5,8");
+    args.insert(args.end(), extra.begin(), extra.end());
+    ranks.emplace_back(args, directory + "/rank" + std::to_string(rank) + ".log");
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_EQ(ranks[static_cast<std::size_t>(rank)].Wait(std::chrono::seconds(120)), 0)
+        << ReadFile(directory + "/rank" + std::to_string(rank) + ".log");
+  }
+}
+
 // Trains 1 rank with batch 16 and 3 ranks with {3, 5, 8}, each with `extra` flags, and expects
 // the same parameters at the end, bit-identical ranks, and buckets all-reduced during backward.
 // `multi_directory`, if given, is set to the 3 ranks' directory (logs rank0.log ...).
@@ -66,18 +105,8 @@ void ExpectThreeRanksMatchOne(const std::string& name, const std::vector<std::st
     ChildProcess one(trainer(single, 0, 1, FreeLoopbackPort(), "16"), single + "/rank0.log");
     ASSERT_EQ(one.Wait(std::chrono::seconds(120)), 0) << ReadFile(single + "/rank0.log");
   }
-  {
-    const int port = FreeLoopbackPort();
-    std::vector<ChildProcess> ranks;
-    for (int rank = 0; rank < 3; ++rank) {
-      ranks.emplace_back(trainer(multi, rank, 3, port, "3,5,8"),
-                         multi + "/rank" + std::to_string(rank) + ".log");
-    }
-    for (int rank = 0; rank < 3; ++rank) {
-      ASSERT_EQ(ranks[static_cast<std::size_t>(rank)].Wait(std::chrono::seconds(120)), 0)
-          << ReadFile(multi + "/rank" + std::to_string(rank) + ".log");
-    }
-  }
+  StartRanks(multi, extra);
+  if (::testing::Test::HasFatalFailure()) return;
   const std::vector<float> expected = FinalParameters(single);
   const std::vector<float> actual = FinalParameters(multi);
   ASSERT_FALSE(expected.empty());
@@ -89,15 +118,7 @@ void ExpectThreeRanksMatchOne(const std::string& name, const std::vector<std::st
   ASSERT_FALSE(steps.empty());
   for (const auto& step : steps) EXPECT_GE(step["overlapped_buckets"].get<int>(), 1) << step;
 
-  // Every rank ends bit-identical.
-  std::set<std::string> checksums;
-  for (int rank = 0; rank < 3; ++rank) {
-    for (const auto& line :
-         ReadJsonLines(multi + "/rank" + std::to_string(rank) + ".log", "finished")) {
-      checksums.insert(line["checksum"].get<std::string>());
-    }
-  }
-  EXPECT_EQ(checksums.size(), 1u);
+  ExpectRanksBitIdentical(multi, 3);
 }
 
 TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
@@ -151,6 +172,74 @@ TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneOnAPackedImageDatasetWithTra
                            {"--dataset", dataset, "--input-features", "48", "--classes", "3",
                             "--normalize-mean", "0.35,0.3,0.25", "--normalize-std", "0.2,0.25,0.3",
                             "--random-crop-padding", "1", "--horizontal-flip", "true"});
+}
+
+// The model contract (docs/user-guide.md): forward takes two named fields of a packed dataset
+// (token ids, a mask), the module's own loss method sums over the batch, and its embedding is
+// frozen. AdamW with weight decay, warmup and cosine decay, and clipping that clips.
+TEST(TrainerEquivalence, ThreeRanksMatchOneWithNamedInputsAnOwnLossAndAFrozenLayer) {
+  const std::string& models = ContractModels();
+  ASSERT_FALSE(models.empty());
+  std::string multi;
+  ExpectThreeRanksMatchOne(
+      "equivalence-contract",
+      {"--model", "torchscript", "--torchscript", models + "/two_inputs.pt", "--dataset",
+       models + "/data", "--optimizer", "adamw", "--lr", "0.05", "--weight-decay", "0.05",
+       "--clip-grad-norm", "0.3", "--lr-schedule", "cosine", "--warmup-steps", "5"},
+      &multi);
+  const auto steps = ReadJsonLines(multi + "/rank0.log", "step");
+  ASSERT_FALSE(steps.empty());
+  EXPECT_TRUE(steps.front()["clipped"].get<bool>()) << steps.front();
+  const auto started = ReadJsonLines(multi + "/rank0.log", "started");
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started.front()["frozen_parameters"], 1);
+  EXPECT_TRUE(started.front()["custom_loss"].get<bool>());
+  // The frozen embedding is exactly what the module was saved with: 0.01 * arange.
+  const std::optional<Checkpoint> checkpoint = FinalCheckpoint(multi);
+  ASSERT_TRUE(checkpoint);
+  const CheckpointTensor* embedding = Find(*checkpoint, "embed.weight");
+  ASSERT_NE(embedding, nullptr);
+  const std::vector<float> values = embedding->AsFloats();
+  ASSERT_EQ(values.size(), 160u);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    ASSERT_EQ(values[i], 0.01f * static_cast<float>(i)) << i;
+  // Neither all-reduced nor updated: no optimizer state for it.
+  EXPECT_EQ(Find(*checkpoint, "exp_avg/embed.weight"), nullptr);
+  EXPECT_NE(Find(*checkpoint, "exp_avg/hidden.weight"), nullptr);
+}
+
+TEST(TrainerEquivalence, ThreeRanksMatchOneWhenForwardTakesOneDictOfFields) {
+  const std::string& models = ContractModels();
+  ASSERT_FALSE(models.empty());
+  ExpectThreeRanksMatchOne("equivalence-dict",
+                           {"--model", "torchscript", "--torchscript", models + "/dict_input.pt",
+                            "--dataset", models + "/data", "--lr", "0.1"});
+}
+
+// BatchNorm normalises by each rank's own batch, as DDP does (no SyncBatchNorm), so 3 ranks do
+// not equal 1; but the running statistics are averaged weighted by b_i every step, so the
+// ranks stay bit-identical, buffers included, and the statistics move.
+TEST(TrainerEquivalence, ThreeRanksOfABatchNormModelStayBitIdenticalBuffersIncluded) {
+  const std::string& models = ContractModels();
+  ASSERT_FALSE(models.empty());
+  const std::string multi = FreshDirectory("equivalence-batchnorm");
+  StartRanks(multi, {"--model", "torchscript", "--torchscript", models + "/batchnorm.pt",
+                     "--dataset", models + "/data", "--lr", "0.1"});
+  if (HasFatalFailure()) return;
+  ExpectRanksBitIdentical(multi, 3);
+  const std::optional<Checkpoint> checkpoint = FinalCheckpoint(multi);
+  ASSERT_TRUE(checkpoint);
+  const CheckpointTensor* running_mean = Find(*checkpoint, "norm.running_mean");
+  ASSERT_NE(running_mean, nullptr);
+  EXPECT_EQ(running_mean->group, "buffer");
+  double moved = 0.0;
+  for (float value : running_mean->AsFloats()) moved += std::abs(value);
+  EXPECT_GT(moved, 0.0);
+  const CheckpointTensor* tracked = Find(*checkpoint, "norm.num_batches_tracked");
+  ASSERT_NE(tracked, nullptr);
+  int64_t batches = 0;
+  std::memcpy(&batches, tracked->bytes.data(), sizeof batches);
+  EXPECT_EQ(batches, 20);  // one per step on every rank
 }
 
 TEST(TrainerEquivalence, AStepThatRunsOutOfMemoryIsRetriedInMicroStepsToTheSameResult) {

@@ -301,6 +301,7 @@ Status Trainer::Init() {
   model_ = std::move(*model);
   model_->To(compute_->device());
   if (Status status = model_->Bind(dataset_->fields(), roles_); !status.ok()) return status;
+  if (Status status = CollectParameters(); !status.ok()) return status;
   if (!model_->HasLoss()) {
     if (Status status = CheckClassLabel(*dataset_, roles_, config_.data); !status.ok())
       return status;
@@ -315,7 +316,6 @@ Status Trainer::Init() {
                {"last_position", config_.epochs * dataset_->size()}});
   }
   order_ = std::make_unique<SampleOrder>(dataset_->size(), config_.seed, config_.shuffle);
-  if (Status status = CollectParameters(); !status.ok()) return status;
   std::vector<torch::Tensor> buffers;
   for (const NamedTensor& buffer : model_->NamedBuffers()) buffers.push_back(buffer.tensor);
   // NCCL reduces the buckets in GPU memory; Gloo in host memory. Buffers are averaged in them.
@@ -544,9 +544,11 @@ Status Trainer::ProbeModel() {
     if (half > 0) front = loss_of(0, half), back = loss_of(half, samples);
   } catch (const std::exception& error) {
     model_->SetTraining(true);
-    return InvalidArgument("--torchscript", "the module fails on the dataset's first " +
-                                                std::to_string(samples) +
-                                                " samples: " + ShortError(error.what()));
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+    return InvalidArgument(
+        "--torchscript",
+        "the module fails on the dataset's first " + std::to_string(samples) + " samples: " +
+            ShortError(torch_error ? torch_error->what_without_backtrace() : error.what()));
   }
   model_->SetTraining(true);
   if (!model_->HasLoss() || half == 0) return Ok();
