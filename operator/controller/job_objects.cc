@@ -205,6 +205,8 @@ std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls) {
   if (job.schedule.gamma) add({"--lr-gamma", Number(*job.schedule.gamma)});
   if (!job.checkpoint_path.empty()) add({"--checkpoint-dir", job.checkpoint_path});
   if (job.checkpoint_every > 0) add({"--checkpoint-every", std::to_string(job.checkpoint_every)});
+  if (!job.init_from.empty()) add({"--init-from", job.init_from});
+  if (!job.output_path.empty()) add({"--output-dir", job.output_path});
   args.insert(args.end(), job.args.begin(), job.args.end());
   return args;
 }

@@ -87,6 +87,8 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
            ReadOptional(job, "/spec/training/schedule/gamma", spec.schedule.gamma),
            Read(job, "/spec/checkpoint/path", spec.checkpoint_path),
            Read(job, "/spec/checkpoint/everySteps", spec.checkpoint_every),
+           Read(job, "/spec/initFrom/path", spec.init_from),
+           Read(job, "/spec/output/path", spec.output_path),
            Read(job, "/spec/suspend", spec.suspend),
            Read(job, "/spec/runPolicy/backoffLimit", spec.backoff_limit),
            ReadOptional(job, "/spec/runPolicy/activeDeadlineSeconds", spec.active_deadline_seconds),

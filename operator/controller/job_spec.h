@@ -78,6 +78,8 @@ struct JobSpec {
 
   std::string checkpoint_path;
   int64_t checkpoint_every = 0;
+  std::string init_from;    // spec.initFrom.path: weights of step 0
+  std::string output_path;  // spec.output.path: where model.pt and model.json go
   bool suspend = false;
   int backoff_limit = 3;
   std::optional<int64_t> active_deadline_seconds;

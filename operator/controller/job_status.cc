@@ -168,6 +168,11 @@ nlohmann::json BuildJobStatus(const JobState& state,
   } else if (previous.is_object() && previous.contains("lastRebalance")) {
     status["lastRebalance"] = previous["lastRebalance"];  // from before an operator restart
   }
+  if (state.succeeded && !state.output_path.empty()) {
+    // Rank 0 writes both before it exits 0, and the job succeeds only after every worker did.
+    status["output"] = {{"model", state.output_path + "/model.pt"},
+                        {"metadata", state.output_path + "/model.json"}};
+  }
   if (!state.start_time.empty()) status["startTime"] = state.start_time;
   if (!state.completion_time.empty()) status["completionTime"] = state.completion_time;
   if (!state.failures.empty()) {

@@ -274,5 +274,20 @@ TEST(TrainerArgs, APackedDatasetAndItsTransformsReachTheTrainer) {
   EXPECT_EQ(config->schedule.final_factor, 0.01);
 }
 
+// Fine-tuning weights and the output directory reach the trainer as flags it accepts.
+TEST(TrainerArgs, InitFromAndOutputReachTheTrainer) {
+  nlohmann::json stored = MixedGpusJob();
+  stored["spec"]["initFrom"] = {{"path", "/models/base/model.pt"}};
+  stored["spec"]["output"] = {{"path", "/models/tuned"}};
+  std::vector<std::string> args = TrainerArgs(ParseJobSpec(stored).value());
+  for (std::string& arg : args) {
+    if (arg.starts_with("$(")) arg = "10.0.0.1:7070";
+  }
+  const Result<trainer::TrainerConfig> config = trainer::ParseTrainerFlags(args);
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  EXPECT_EQ(config->init_from, "/models/base/model.pt");
+  EXPECT_EQ(config->output_dir, "/models/tuned");
+}
+
 }  // namespace
 }  // namespace fulcrum::controller

@@ -126,6 +126,17 @@ TEST(JobStatus, PhasesFollowTheControllersDecisions) {
   EXPECT_EQ(BuildJobStatus(waiting, Training(), {}, "t")["phase"], "Pending");
 }
 
+TEST(JobStatus, ASucceededJobWithAnOutputPathNamesItsModelFiles) {
+  JobState state{.created = true, .min_workers = 2, .output_path = "/models/run-1"};
+  EXPECT_FALSE(BuildJobStatus(state, Training(), {}, "t").contains("output"));  // not yet
+  state.succeeded = true;
+  const nlohmann::json status = BuildJobStatus(state, Training(), {}, "t");
+  EXPECT_EQ(status["output"]["model"], "/models/run-1/model.pt");
+  EXPECT_EQ(status["output"]["metadata"], "/models/run-1/model.json");
+  state.output_path.clear();
+  EXPECT_FALSE(BuildJobStatus(state, Training(), {}, "t").contains("output"));
+}
+
 TEST(JobStatus, AGenerationTheCoordinatorCannotFormIsNamedInTheRunningCondition) {
   JobState state{.created = true, .min_workers = 2};
   coordinator::JobSessionSnapshot training = Training();
