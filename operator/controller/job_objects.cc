@@ -207,6 +207,13 @@ std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls) {
   if (job.checkpoint_every > 0) add({"--checkpoint-every", std::to_string(job.checkpoint_every)});
   if (!job.init_from.empty()) add({"--init-from", job.init_from});
   if (!job.output_path.empty()) add({"--output-dir", job.output_path});
+  if (!job.evaluation.dataset.empty()) {
+    add({"--eval-dataset", job.evaluation.dataset});
+    if (job.evaluation.every_steps > 0)
+      add({"--eval-every", std::to_string(job.evaluation.every_steps)});
+    if (job.evaluation.batch_size > 0)
+      add({"--eval-batch-size", std::to_string(job.evaluation.batch_size)});
+  }
   args.insert(args.end(), job.args.begin(), job.args.end());
   return args;
 }

@@ -80,6 +80,12 @@ struct JobSpec {
   int64_t checkpoint_every = 0;
   std::string init_from;    // spec.initFrom.path: weights of step 0
   std::string output_path;  // spec.output.path: where model.pt and model.json go
+  // spec.evaluation; dataset empty when absent.
+  struct Evaluation {
+    std::string dataset;
+    int64_t every_steps = 0;
+    int batch_size = 0;
+  } evaluation;
   bool suspend = false;
   int backoff_limit = 3;
   std::optional<int64_t> active_deadline_seconds;

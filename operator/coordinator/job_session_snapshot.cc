@@ -18,25 +18,34 @@ nlohmann::json ToJson(const JobSessionSnapshot& job) {
                        {"fitted_fixed_seconds", member.fitted_fixed_seconds},
                        {"fitted_seconds_per_sample", member.fitted_seconds_per_sample}});
   }
-  return {{"name", job.name},
-          {"policy", job.policy},
-          {"global_batch", job.global_batch},
-          {"membership_generation", job.membership_generation},
-          {"step", job.step},
-          {"members", members},
-          {"plan", job.plan},
-          {"measured_samples_per_second", job.measured_samples_per_second},
-          {"ideal_samples_per_second", job.ideal_samples_per_second},
-          {"efficiency", job.efficiency},
-          {"plan_changes", job.plan_changes},
-          {"formation_error", job.formation_error},
-          {"formation_failures", job.formation_failures},
-          {"last_rebalance",
-           {{"apply_at_step", job.last_rebalance.apply_at_step},
-            {"reason", job.last_rebalance.reason},
-            {"unix_seconds", job.last_rebalance.unix_seconds},
-            {"batches", job.last_rebalance.batches},
-            {"predicted_gain", job.last_rebalance.predicted_gain}}}};
+  return {
+      {"name", job.name},
+      {"policy", job.policy},
+      {"global_batch", job.global_batch},
+      {"membership_generation", job.membership_generation},
+      {"step", job.step},
+      {"members", members},
+      {"plan", job.plan},
+      {"measured_samples_per_second", job.measured_samples_per_second},
+      {"ideal_samples_per_second", job.ideal_samples_per_second},
+      {"efficiency", job.efficiency},
+      {"plan_changes", job.plan_changes},
+      {"formation_error", job.formation_error},
+      {"formation_failures", job.formation_failures},
+      {"training_loss", job.training_loss},
+      {"last_evaluation",
+       {{"step", job.last_evaluation.step},
+        {"loss", job.last_evaluation.loss},
+        {"accuracy", job.last_evaluation.accuracy ? nlohmann::json(*job.last_evaluation.accuracy)
+                                                  : nlohmann::json(nullptr)},
+        {"samples", job.last_evaluation.samples},
+        {"seconds", job.last_evaluation.seconds}}},
+      {"last_rebalance",
+       {{"apply_at_step", job.last_rebalance.apply_at_step},
+        {"reason", job.last_rebalance.reason},
+        {"unix_seconds", job.last_rebalance.unix_seconds},
+        {"batches", job.last_rebalance.batches},
+        {"predicted_gain", job.last_rebalance.predicted_gain}}}};
 }
 
 }  // namespace fulcrum::coordinator

@@ -103,6 +103,96 @@ print("python-ok")
   EXPECT_NE(python.output.find("python-ok"), std::string::npos) << python.output;
 }
 
+// Three ranks with unequal batches {3, 5, 8} evaluate shards of 50 held-out samples sized
+// 9, 16, 25 (their shares of the batch); the all-reduced sums equal what one Python process
+// computes with the written model.pt on the whole set.
+TEST(ModelContract, ShardedEvaluationEqualsOneProcessOnTheWholeSet) {
+  ASSERT_FALSE(ContractModels().empty());
+  const std::string directory = FreshDirectory("contract-evaluation");
+  const int port = FreeLoopbackPort();
+  std::vector<ChildProcess> ranks;
+  for (int rank = 0; rank < 3; ++rank) {
+    ranks.emplace_back(std::vector<std::string>{TrainerBinary(),
+                                                "--world-size",
+                                                "3",
+                                                "--rank",
+                                                std::to_string(rank),
+                                                "--rendezvous",
+                                                "127.0.0.1:" + std::to_string(port),
+                                                "--batches",
+                                                "3,5,8",
+                                                "--steps",
+                                                "20",
+                                                "--model",
+                                                "torchscript",
+                                                "--torchscript",
+                                                ContractModels() + "/two_inputs.pt",
+                                                "--dataset",
+                                                ContractModels() + "/data",
+                                                "--lr",
+                                                "0.1",
+                                                "--eval-dataset",
+                                                ContractModels() + "/heldout",
+                                                "--eval-every",
+                                                "10",
+                                                "--eval-batch-size",
+                                                "7",
+                                                "--output-dir",
+                                                directory + "/output"},
+                       directory + "/rank" + std::to_string(rank) + ".log");
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_EQ(ranks[static_cast<std::size_t>(rank)].Wait(std::chrono::seconds(120)), 0)
+        << ReadFile(directory + "/rank" + std::to_string(rank) + ".log");
+  }
+  std::vector<std::vector<int64_t>> shards;
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto evaluated =
+        ReadJsonLines(directory + "/rank" + std::to_string(rank) + ".log", "evaluated");
+    ASSERT_EQ(evaluated.size(), 2u);  // at step 10 and the final one at step 20
+    EXPECT_EQ(evaluated[0]["step"], 10);
+    EXPECT_EQ(evaluated[1]["step"], 20);
+    shards.push_back(evaluated[1]["shard"].get<std::vector<int64_t>>());
+  }
+  EXPECT_EQ(shards, (std::vector<std::vector<int64_t>>{{0, 9}, {9, 25}, {25, 50}}));
+  const nlohmann::json metadata = nlohmann::json::parse(ReadFile(directory + "/output/model.json"));
+  const nlohmann::json& evaluation = metadata["last_evaluation"];
+  ASSERT_EQ(evaluation["step"], 20) << metadata;
+  EXPECT_EQ(evaluation["samples"], 50);
+  const std::string script = R"(
+import json, sys
+import numpy as np, torch
+data, model_path, loss, accuracy = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+model = torch.jit.load(model_path)
+model.eval()
+fields = {name: torch.from_numpy(np.load(f"{data}/{name}.npy")) for name in ["tokens", "mask", "label"]}
+with torch.no_grad():
+    outputs = model(fields["tokens"], fields["mask"])
+    total = model.loss(outputs, fields).item()
+    correct = (outputs.argmax(1) == fields["label"]).sum().item()
+n = len(fields["label"])
+print("python", total / n, correct / n)
+assert abs(total / n - loss) <= 1e-5 * max(1.0, abs(loss)), (total / n, loss)
+assert correct / n == accuracy, (correct / n, accuracy)
+)";
+  WriteFile(directory + "/check.py", script);
+  const CommandResult python = RunShell(
+      "/usr/bin/python3 " + ShellQuote(directory + "/check.py") + " " +
+      ShellQuote(ContractModels() + "/heldout") + " " + ShellQuote(directory + "/output/model.pt") +
+      " " + evaluation["loss"].dump() + " " + evaluation["accuracy"].dump() + " 2>&1");
+  EXPECT_EQ(python.exit_code, 0) << python.output;
+}
+
+TEST(ModelContract, AnEvaluationSetWithOtherFieldsIsRefusedNamingBoth) {
+  ASSERT_FALSE(ContractModels().empty());
+  const std::string output =
+      RefusedError("two_inputs.pt", "--eval-dataset " + ShellQuote(ContractModels() + "/no_mask"));
+  EXPECT_NE(output.find("--eval-dataset"), std::string::npos) << output;
+  EXPECT_NE(output.find("has the fields tokens, label, the training dataset tokens, mask, label"),
+            std::string::npos)
+      << output;
+}
+
 TEST(ModelContract, InitFromStartsFromAnotherJobsModelAndRefusesOtherShapes) {
   ASSERT_FALSE(ContractModels().empty());
   const std::string directory = FreshDirectory("contract-init-from");

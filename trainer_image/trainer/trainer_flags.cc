@@ -159,6 +159,16 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
                  "where rank 0 writes model.pt and model.json at the end")
       ->group(state);
 
+  const char* evaluation = "Evaluation";
+  app.add_option("--eval-dataset", config.eval_dataset,
+                 "a packed dataset with the training set's fields, evaluated by all workers")
+      ->group(evaluation);
+  app.add_option("--eval-every", config.eval_every, "steps between evaluations; 0: only at the end")
+      ->group(evaluation);
+  app.add_option("--eval-batch-size", config.eval_batch_size,
+                 "samples per forward pass while evaluating")
+      ->group(evaluation);
+
   const char* runtime = "Runtime";
   app.add_option("--metrics-port", config.metrics_port, "Prometheus port; -1 off, 0 any free port")
       ->group(runtime);
@@ -275,6 +285,10 @@ Status Validate(const TrainerConfig& config) {
   if (config.max_nonfinite_steps < 1)
     return InvalidArgument("--max-nonfinite-steps", "must be >= 1");
   if (config.steps < 0) return InvalidArgument("--steps", "must be >= 0");
+  if (config.eval_every < 0) return InvalidArgument("--eval-every", "must be >= 0");
+  if (config.eval_every > 0 && config.eval_dataset.empty())
+    return InvalidArgument("--eval-every", "needs --eval-dataset");
+  if (config.eval_batch_size < 1) return InvalidArgument("--eval-batch-size", "must be >= 1");
   if (config.checkpoint_every < 0) return InvalidArgument("--checkpoint-every", "must be >= 0");
   if (config.checkpoint_every > 0 && config.checkpoint_dir.empty()) {
     return InvalidArgument("--checkpoint-dir", "is required with --checkpoint-every");

@@ -274,11 +274,14 @@ TEST(TrainerArgs, APackedDatasetAndItsTransformsReachTheTrainer) {
   EXPECT_EQ(config->schedule.final_factor, 0.01);
 }
 
-// Fine-tuning weights and the output directory reach the trainer as flags it accepts.
-TEST(TrainerArgs, InitFromAndOutputReachTheTrainer) {
+// Fine-tuning weights, the output directory and the evaluation set reach the trainer as flags
+// it accepts.
+TEST(TrainerArgs, InitFromOutputAndEvaluationReachTheTrainer) {
   nlohmann::json stored = MixedGpusJob();
   stored["spec"]["initFrom"] = {{"path", "/models/base/model.pt"}};
   stored["spec"]["output"] = {{"path", "/models/tuned"}};
+  stored["spec"]["evaluation"] = {
+      {"dataset", "/data/held-out"}, {"everySteps", 50}, {"batchSize", 512}};
   std::vector<std::string> args = TrainerArgs(ParseJobSpec(stored).value());
   for (std::string& arg : args) {
     if (arg.starts_with("$(")) arg = "10.0.0.1:7070";
@@ -287,6 +290,9 @@ TEST(TrainerArgs, InitFromAndOutputReachTheTrainer) {
   ASSERT_TRUE(config.ok()) << config.error().ToString();
   EXPECT_EQ(config->init_from, "/models/base/model.pt");
   EXPECT_EQ(config->output_dir, "/models/tuned");
+  EXPECT_EQ(config->eval_dataset, "/data/held-out");
+  EXPECT_EQ(config->eval_every, 50);
+  EXPECT_EQ(config->eval_batch_size, 512);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 
 DIRECTORY/data: a packed dataset of 96 samples with three fields: tokens (int64 [6], ids
 in [0, 20)), mask (float32 [6], ones then zeros) and label (int64, 3 classes: which third of
-the vocabulary most unmasked tokens fall in). Modules, all with a loss method unless named:
+the vocabulary most unmasked tokens fall in). DIRECTORY/heldout: 50 more such samples, for
+evaluation; DIRECTORY/no_mask: tokens and label only (an evaluation set that does not fit).
+Modules, all with a loss method unless named:
   two_inputs.pt    forward(self, tokens, mask); summed cross-entropy; the embedding is frozen
                    (requires_grad=False) and holds 0.01 * arange, which training must not move
   dict_input.pt    forward(self, batch: Dict[str, Tensor]), the same network
@@ -31,11 +33,12 @@ from torch import Tensor, nn
 VOCABULARY, LENGTH, CLASSES, SAMPLES = 20, 6, 3, 96
 
 
-def write_dataset(directory: Path) -> None:
+def write_dataset(directory: Path, samples: int = SAMPLES, seed: int = 5,
+                  with_mask: bool = True) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(5)
-    tokens = rng.integers(0, VOCABULARY, size=(SAMPLES, LENGTH), dtype=np.int64)
-    lengths = rng.integers(3, LENGTH + 1, size=SAMPLES)
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, VOCABULARY, size=(samples, LENGTH), dtype=np.int64)
+    lengths = rng.integers(3, LENGTH + 1, size=samples)
     mask = (np.arange(LENGTH)[None, :] < lengths[:, None]).astype(np.float32)
     thirds = tokens * CLASSES // VOCABULARY
     label = np.array([np.bincount(t[m > 0], minlength=CLASSES).argmax()
@@ -43,14 +46,16 @@ def write_dataset(directory: Path) -> None:
     np.save(directory / "tokens.npy", tokens)
     np.save(directory / "mask.npy", mask)
     np.save(directory / "label.npy", label)
+    fields = [
+        {"name": "tokens", "dtype": "int64", "shape": [LENGTH], "file": "tokens.npy"},
+        {"name": "mask", "dtype": "float32", "shape": [LENGTH], "file": "mask.npy"},
+        {"name": "label", "dtype": "int64", "shape": [], "file": "label.npy",
+         "classes": CLASSES},
+    ]
+    if not with_mask:
+        fields = [fields[0], fields[2]]
     (directory / "dataset.json").write_text(json.dumps({
-        "format": "fulcrum.dataset", "version": 1, "samples": SAMPLES,
-        "fields": [
-            {"name": "tokens", "dtype": "int64", "shape": [LENGTH], "file": "tokens.npy"},
-            {"name": "mask", "dtype": "float32", "shape": [LENGTH], "file": "mask.npy"},
-            {"name": "label", "dtype": "int64", "shape": [], "file": "label.npy",
-             "classes": CLASSES},
-        ]}))
+        "format": "fulcrum.dataset", "version": 1, "samples": samples, "fields": fields}))
 
 
 class Encoder(nn.Module):
@@ -117,6 +122,8 @@ class MissingField(Encoder):
 def main() -> None:
     directory = Path(sys.argv[1])
     write_dataset(directory / "data")
+    write_dataset(directory / "heldout", samples=50, seed=6)
+    write_dataset(directory / "no_mask", samples=10, seed=7, with_mask=False)
     torch.manual_seed(3)
     modules = {
         "two_inputs": TwoInputs(), "dict_input": DictInput(), "batchnorm": WithBatchNorm(),

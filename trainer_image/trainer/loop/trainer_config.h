@@ -59,6 +59,11 @@ struct TrainerConfig {
   std::string init_from;
   // Rank 0 writes the trained module (model.pt) and model.json here when training finishes.
   std::string output_dir;
+  // A packed dataset with the training set's fields, evaluated every eval_every steps (0: only
+  // at the end) in chunks of eval_batch_size samples per worker.
+  std::string eval_dataset;
+  int64_t eval_every = 0;
+  int eval_batch_size = 256;
   int metrics_port = -1;  // -1 off, 0 any free port
   double emulated_slowdown = 1.0;
   std::string slowdown_file;  // polled every step: a number replaces the slowdown

@@ -174,7 +174,14 @@ class Trainer {
   // The batch's fields as forward sees them: samples [first, last) of each, the input field
   // through the device transforms.
   std::vector<torch::Tensor> ModelFields(const Batch& batch, std::span<const int64_t> indices,
-                                         int64_t first, int64_t last, int64_t position) const;
+                                         int64_t first, int64_t last, int64_t position,
+                                         bool augment = true) const;
+  // Opens --eval-dataset and checks its fields are the training set's.
+  Status OpenEvaluationSet();
+  // Every rank evaluates a disjoint shard of the evaluation set, sized by its local batch in
+  // `batches` so the slowest is not held up; the sums are all-reduced, so the result is one
+  // process's on the whole set. Rank 0 reports it. Collective errors: the generation ends.
+  Status Evaluate(Collective& collective, const std::vector<int>& batches, int64_t generation);
   // The module's loss method, or the summed cross-entropy against the label field.
   torch::Tensor LossOf(const c10::IValue& outputs, const std::vector<torch::Tensor>& fields);
   // Rank 0 at the end: the trained module (model.pt) and what produced it (model.json).
@@ -224,6 +231,9 @@ class Trainer {
   int micro_batch_limit_ = std::numeric_limits<int>::max();
   std::unique_ptr<TrainingModel> model_;
   std::unique_ptr<Dataset> dataset_;
+  std::unique_ptr<Dataset> eval_dataset_;
+  // The last evaluation (step -1: none yet), for model.json.
+  fulcrum::v1::Evaluation last_evaluation_;
   FieldRoles roles_;
   std::optional<DeviceTransform> transform_;  // set where the input field is transformed
   std::unique_ptr<BatchLoader> loader_;
@@ -308,6 +318,8 @@ Status Trainer::Init() {
   }
   if (Status status = SetUpTransform(); !status.ok()) return status;
   if (Status status = ProbeModel(); !status.ok()) return status;
+  if (Status status = OpenEvaluationSet(); !status.ok()) return status;
+  last_evaluation_.set_step(-1);
   loader_ = std::make_unique<BatchLoader>(*dataset_, *compute_, config_.loader_threads);
   if (config_.epochs > 0) {
     log::Info("trainer", job(), "training for epochs",
@@ -492,14 +504,119 @@ Status Trainer::SetUpTransform() {
 
 std::vector<torch::Tensor> Trainer::ModelFields(const Batch& batch,
                                                 std::span<const int64_t> indices, int64_t first,
-                                                int64_t last, int64_t position) const {
+                                                int64_t last, int64_t position,
+                                                bool augment) const {
   std::vector<torch::Tensor> fields;
   for (const torch::Tensor& field : batch.fields) fields.push_back(field.slice(0, first, last));
   if (transform_) {
     torch::Tensor& input = fields[*roles_.input];
-    input = transform_->Apply(input, indices, position, dataset_->size());
+    input = transform_->Apply(input, indices, position, dataset_->size(), augment);
   }
   return fields;
+}
+
+Status Trainer::OpenEvaluationSet() {
+  if (config_.eval_dataset.empty()) return Ok();
+  DatasetOptions options = config_.data;
+  options.packed_dir = config_.eval_dataset;
+  options.record_file.clear();
+  options.emulated_read_microseconds_per_sample = 0;
+  Result<std::unique_ptr<Dataset>> dataset = MakeDataset(options);
+  if (!dataset.ok()) return InvalidArgument("--eval-dataset", dataset.error().ToString());
+  eval_dataset_ = std::move(*dataset);
+  // Forward, the loss and the transforms were bound to the training set's fields.
+  auto describe = [](const DataField& field) {
+    std::string text = std::string(c10::toString(field.type)) + " [";
+    for (std::size_t i = 0; i < field.shape.size(); ++i)
+      text += (i ? ", " : "") + std::to_string(field.shape[i]);
+    return text + "]";
+  };
+  const std::vector<DataField>& train = dataset_->fields();
+  const std::vector<DataField>& eval = eval_dataset_->fields();
+  for (std::size_t i = 0; i < std::max(train.size(), eval.size()); ++i) {
+    if (i >= train.size() || i >= eval.size() || train[i].name != eval[i].name) {
+      return InvalidArgument("--eval-dataset", "has the fields " + eval_dataset_->FieldNames() +
+                                                   ", the training dataset " +
+                                                   dataset_->FieldNames() +
+                                                   ": both need the same fields in the same order");
+    }
+    if (train[i].type != eval[i].type || train[i].shape != eval[i].shape) {
+      return InvalidArgument("--eval-dataset", "field " + eval[i].name + " is " +
+                                                   describe(eval[i]) + " there but " +
+                                                   describe(train[i]) + " in the training dataset");
+    }
+  }
+  log::Info("trainer", job(), "evaluation set opened",
+            {{"dir", config_.eval_dataset},
+             {"samples", eval_dataset_->size()},
+             {"every_steps", config_.eval_every}});
+  return Ok();
+}
+
+Status Trainer::Evaluate(Collective& collective, const std::vector<int>& batches,
+                         int64_t generation) {
+  if (!eval_dataset_ || last_evaluation_.step() == progress_.step) return Ok();
+  const auto start = SteadyClock::now();
+  const int64_t size = eval_dataset_->size();
+  const int64_t global = std::accumulate(batches.begin(), batches.end(), int64_t{0});
+  const int64_t before = std::accumulate(batches.begin(), batches.begin() + rank_, int64_t{0});
+  const int64_t first = global > 0 ? size * before / global : 0;
+  const int64_t last =
+      global > 0 ? size * (before + batches[static_cast<std::size_t>(rank_)]) / global : size;
+  const bool class_label = roles_.label.has_value() &&
+                           c10::isIntegralType(dataset_->fields()[*roles_.label].type, false) &&
+                           dataset_->fields()[*roles_.label].shape.empty();
+  double loss_sum = 0.0, correct = 0.0;
+  bool accuracy = class_label;
+  model_->SetTraining(false);
+  {
+    torch::NoGradGuard no_grad;
+    for (int64_t begin = first; begin < last; begin += config_.eval_batch_size) {
+      const int64_t end = std::min(last, begin + config_.eval_batch_size);
+      std::vector<int64_t> indices(static_cast<std::size_t>(end - begin));
+      std::iota(indices.begin(), indices.end(), begin);
+      Batch batch = eval_dataset_->Get(indices);
+      for (torch::Tensor& field : batch.fields) field = field.to(compute_->device());
+      const std::vector<torch::Tensor> fields =
+          ModelFields(batch, indices, 0, end - begin, begin, /*augment=*/false);
+      const c10::IValue outputs = model_->Forward(fields);
+      loss_sum += LossOf(outputs, fields).item<double>();
+      // Top-1 where forward returns one row of class scores per sample.
+      accuracy = accuracy && outputs.isTensor() && outputs.toTensor().dim() == 2;
+      if (accuracy) {
+        correct += outputs.toTensor()
+                       .argmax(1)
+                       .eq(fields[*roles_.label].to(torch::kInt64))
+                       .sum()
+                       .item<double>();
+      }
+    }
+  }
+  model_->SetTraining(true);
+  // Sums in float64, so the result does not depend on how the set was split.
+  std::vector<double> sums = {loss_sum, correct, static_cast<double>(last - first),
+                              last > first ? 1.0 : 0.0, last > first && accuracy ? 1.0 : 0.0};
+  if (Status status = collective.AllReduceSum(sums); !status.ok()) return status;
+  last_evaluation_.set_generation(generation);
+  last_evaluation_.set_step(progress_.step);
+  last_evaluation_.set_samples(static_cast<int64_t>(sums[2]));
+  last_evaluation_.set_loss(sums[2] > 0 ? sums[0] / sums[2] : 0.0);
+  // Every rank that evaluated samples could score them as classes.
+  last_evaluation_.set_has_accuracy(sums[4] == sums[3] && sums[3] > 0);
+  last_evaluation_.set_accuracy(last_evaluation_.has_accuracy() ? sums[1] / sums[2] : 0.0);
+  last_evaluation_.set_seconds(SecondsSince(start));
+  if (rank_ == 0) membership_->ReportEvaluation(last_evaluation_);
+  log::Info(
+      "trainer", job(), "evaluated",
+      {{"step", progress_.step},
+       {"rank", rank_},
+       {"loss", last_evaluation_.loss()},
+       {"accuracy", last_evaluation_.has_accuracy() ? nlohmann::json(last_evaluation_.accuracy())
+                                                    : nlohmann::json(nullptr)},
+       {"samples", last_evaluation_.samples()},
+       {"shard", {first, last}},
+       {"seconds", last_evaluation_.seconds()}});
+  return Ok();
 }
 
 torch::Tensor Trainer::LossOf(const c10::IValue& outputs,
@@ -655,6 +772,15 @@ void Trainer::WriteOutput(const char* why) {
       {"step", progress_.step},
       {"samples_seen", progress_.cursor},
       {"final_loss", last_loss_},
+      {"last_evaluation",
+       last_evaluation_.step() < 0
+           ? nlohmann::json(nullptr)
+           : nlohmann::json{{"step", last_evaluation_.step()},
+                            {"loss", last_evaluation_.loss()},
+                            {"accuracy", last_evaluation_.has_accuracy()
+                                             ? nlohmann::json(last_evaluation_.accuracy())
+                                             : nlohmann::json(nullptr)},
+                            {"samples", last_evaluation_.samples()}}},
       {"checksum", Checksum(parameters_)},
       {"model",
        {{"kind", config_.model.kind == ModelKind::kTorchScript ? "torchscript" : "builtin"},
@@ -768,6 +894,7 @@ int Trainer::Run() {
         WriteOutput(config_.epochs > 0 ? "epochs done" : "steps done");
       }
       LogFinished(config_.epochs > 0 ? "epochs done" : "steps done");
+      membership_->Flush(std::chrono::seconds(5));  // the final report and evaluation
       return 0;
     }
     std::optional<fulcrum::v1::Assignment> assignment =
@@ -877,8 +1004,29 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
   }
   fulcrum::v1::Assignment plan = assignment;
   PrefetchFrom(progress_.cursor, std::vector<int>(plan.batches().begin(), plan.batches().end()));
+  // Evaluation errors: a collective that failed ends the generation; a model that fails on the
+  // evaluation set ends the job, as a failed step does.
+  auto evaluate = [&]() -> std::optional<GenerationEnd> {
+    try {
+      const std::vector<int> batches(plan.batches().begin(), plan.batches().end());
+      if (Status status = Evaluate(**collective, batches, assignment.generation()); !status.ok()) {
+        log::Warn("trainer", job(), "fell out while evaluating",
+                  {{"error", status.error().ToString()}});
+        return GenerationEnd::kFellOut;
+      }
+    } catch (const std::exception& error) {
+      log::Error("trainer", job(), "evaluation failed in the model or data",
+                 {{"step", progress_.step}, {"error", error.what()}});
+      return GenerationEnd::kFatal;
+    }
+    return std::nullopt;
+  };
   while (true) {
-    if (Finished()) return GenerationEnd::kFinished;
+    if (Finished()) {
+      // The final evaluation: every rank reaches the end at the same step.
+      if (std::optional<GenerationEnd> end = evaluate()) return *end;
+      return GenerationEnd::kFinished;
+    }
     HandleControls();
     const int64_t global_batch =
         std::accumulate(plan.batches().begin(), plan.batches().end(), int64_t{0});
@@ -906,6 +1054,10 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
                  {"generation", assignment.generation()},
                  {"error", stay.error().ToString()}});
       return GenerationEnd::kFellOut;
+    }
+    // Every rank committed the same step, so all evaluate at it (leaving or not).
+    if (config_.eval_every > 0 && progress_.step % config_.eval_every == 0 && !Finished()) {
+      if (std::optional<GenerationEnd> end = evaluate()) return *end;
     }
     if (!*stay) return GenerationEnd::kLeft;
   }
@@ -1143,6 +1295,9 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   report.set_data_wait_seconds(data_wait_seconds);
   // Clipped by the end of the last epoch: fewer samples than the plan gave this rank.
   report.set_partial(local_batch < batches[static_cast<std::size_t>(rank_)]);
+  report.set_global_loss(global_batch > 0 && finite
+                             ? control[ControlLayout::kLossSum] / global_batch
+                             : std::numeric_limits<double>::quiet_NaN());
   const auto report_start = SteadyClock::now();
   // Progress first: Report wakes the link's writer thread, which then takes the link's lock.
   membership_->SetProgress(base.generation(), progress_.step);
