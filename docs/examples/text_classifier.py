@@ -3,9 +3,9 @@ label, packed with fulcrum.pack, and a module whose forward takes both inputs by
 whose loss method returns the sum over the batch, scripted and saved for fulcrum-trainer.
 
     PYTHONPATH=python python3 docs/examples/text_classifier.py /tmp/example
-    fulcrum-trainer --model torchscript --torchscript /tmp/example/model.pt \
-        --dataset /tmp/example/data --optimizer adamw --lr 0.01 --weight-decay 0.01 \
-        --lr-schedule cosine --warmup-steps 20 --epochs 3 --output-dir /tmp/example/out ...
+    kubectl apply -f crds/examples/own-model.yaml     # paths under /tmp/example
+
+It writes DIR/data (2048 training samples), DIR/heldout (512 for evaluation) and DIR/model.pt.
 
 The task: a sentence is up to 12 token ids out of 50 with a mask; its class is whether most
 of its real tokens come from the lower or the upper half of the vocabulary.
@@ -21,13 +21,13 @@ from torch import Tensor, nn
 
 from fulcrum import pack
 
-VOCABULARY, LENGTH, SAMPLES = 50, 12, 2048
+VOCABULARY, LENGTH = 50, 12
 
 
-def make_dataset(directory: Path) -> None:
-    rng = np.random.default_rng(0)
-    input_ids = rng.integers(1, VOCABULARY, size=(SAMPLES, LENGTH), dtype=np.int64)
-    lengths = rng.integers(4, LENGTH + 1, size=SAMPLES)
+def make_dataset(directory: Path, samples: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    input_ids = rng.integers(1, VOCABULARY, size=(samples, LENGTH), dtype=np.int64)
+    lengths = rng.integers(4, LENGTH + 1, size=samples)
     attention_mask = (np.arange(LENGTH) < lengths[:, None]).astype(np.float32)
     input_ids[attention_mask == 0] = 0  # padding
     upper = ((input_ids >= VOCABULARY // 2) * attention_mask).sum(1)
@@ -59,11 +59,12 @@ class BagOfEmbeddings(nn.Module):
 
 def main() -> None:
     out = Path(sys.argv[1])
-    make_dataset(out / "data")
+    make_dataset(out / "data", samples=2048, seed=0)
+    make_dataset(out / "heldout", samples=512, seed=1)
     torch.manual_seed(0)
     module = torch.jit.script(BagOfEmbeddings())
     module.save(str(out / "model.pt"))
-    print(f"wrote {out / 'data'} and {out / 'model.pt'}")
+    print(f"wrote {out / 'data'}, {out / 'heldout'} and {out / 'model.pt'}")
 
 
 if __name__ == "__main__":
