@@ -197,6 +197,8 @@ std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls) {
   if (job.nesterov) add({"--nesterov", "true"});
   if (job.weight_decay > 0) add({"--weight-decay", Number(job.weight_decay)});
   if (job.gradient_clip_norm) add({"--clip-grad-norm", Number(*job.gradient_clip_norm)});
+  if (job.precision != "fp32") add({"--precision", job.precision});
+  if (job.channels_last) add({"--channels-last", "true"});
   if (!job.schedule.kind.empty()) add({"--lr-schedule", job.schedule.kind});
   if (job.schedule.warmup_steps > 0)
     add({"--warmup-steps", std::to_string(job.schedule.warmup_steps)});

@@ -80,6 +80,8 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
            Read(job, "/spec/training/nesterov", spec.nesterov),
            Read(job, "/spec/training/weightDecay", spec.weight_decay),
            ReadOptional(job, "/spec/training/gradientClipNorm", spec.gradient_clip_norm),
+           Read(job, "/spec/training/precision", spec.precision),
+           Read(job, "/spec/training/channelsLast", spec.channels_last),
            Read(job, "/spec/training/schedule/kind", spec.schedule.kind),
            Read(job, "/spec/training/schedule/warmupSteps", spec.schedule.warmup_steps),
            ReadOptional(job, "/spec/training/schedule/finalFactor", spec.schedule.final_factor),

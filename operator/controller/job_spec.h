@@ -67,6 +67,8 @@ struct JobSpec {
   bool nesterov = false;
   double weight_decay = 0.0;
   std::optional<double> gradient_clip_norm;
+  std::string precision = "fp32";
+  bool channels_last = false;
   // training.schedule; kind empty when absent.
   struct Schedule {
     std::string kind;

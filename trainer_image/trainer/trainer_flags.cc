@@ -111,6 +111,22 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
             "the update rule, as PyTorch's torch.optim")
       ->group(optimizer);
   app.add_option("--lr", config.optimizer.learning_rate, "learning rate")->group(optimizer);
+  AddChoice(app, "--precision", config.precision.precision,
+            {{"fp32", Precision::kFloat32},
+             {"bf16", Precision::kBFloat16},
+             {"fp16", Precision::kFloat16}},
+            "forward and loss in float32, or autocast to bfloat16 or float16 (with dynamic loss "
+            "scaling) on float32 parameters")
+      ->group(optimizer);
+  app.add_option("--initial-loss-scale", config.precision.initial_loss_scale,
+                 "--precision fp16: the first loss scale")
+      ->group(optimizer);
+  app.add_option("--loss-scale-growth-interval", config.precision.loss_scale_growth_interval,
+                 "--precision fp16: good steps in a row that double the loss scale")
+      ->group(optimizer);
+  AddBool(app, "--channels-last", config.precision.channels_last,
+          "convolution weights and 4-D inputs in the channels_last (NHWC) memory format")
+      ->group(optimizer);
   app.add_option("--momentum", config.optimizer.momentum, "SGD momentum")->group(optimizer);
   AddBool(app, "--nesterov", config.optimizer.nesterov, "SGD: Nesterov momentum")->group(optimizer);
   app.add_option("--weight-decay", config.optimizer.weight_decay,
@@ -285,6 +301,12 @@ Status Validate(const TrainerConfig& config) {
   if (config.max_nonfinite_steps < 1)
     return InvalidArgument("--max-nonfinite-steps", "must be >= 1");
   if (config.steps < 0) return InvalidArgument("--steps", "must be >= 0");
+  if (!(config.precision.initial_loss_scale >= 1.0) ||
+      std::isinf(config.precision.initial_loss_scale)) {
+    return InvalidArgument("--initial-loss-scale", "must be a finite number >= 1");
+  }
+  if (config.precision.loss_scale_growth_interval < 1)
+    return InvalidArgument("--loss-scale-growth-interval", "must be >= 1");
   if (config.eval_every < 0) return InvalidArgument("--eval-every", "must be >= 0");
   if (config.eval_every > 0 && config.eval_dataset.empty())
     return InvalidArgument("--eval-every", "needs --eval-dataset");

@@ -247,7 +247,8 @@ TEST(TrainerArgs, APackedDatasetAndItsTransformsReachTheTrainer) {
                      "randomCrop": {"padding": 4}, "horizontalFlip": true}}})");
   stored["spec"]["training"] = {{"epochs", 2},         {"optimizer", "sgd"},
                                 {"learningRate", 0.1}, {"nesterov", true},
-                                {"weightDecay", 5e-4}, {"gradientClipNorm", 1.5}};
+                                {"weightDecay", 5e-4}, {"gradientClipNorm", 1.5},
+                                {"precision", "bf16"}, {"channelsLast", true}};
   stored["spec"]["training"]["schedule"] = {
       {"kind", "cosine"}, {"warmupSteps", 100}, {"finalFactor", 0.01}};
   std::vector<std::string> args = TrainerArgs(ParseJobSpec(stored).value());
@@ -272,6 +273,8 @@ TEST(TrainerArgs, APackedDatasetAndItsTransformsReachTheTrainer) {
   EXPECT_EQ(config->schedule.kind, trainer::ScheduleKind::kCosine);
   EXPECT_EQ(config->schedule.warmup_steps, 100);
   EXPECT_EQ(config->schedule.final_factor, 0.01);
+  EXPECT_EQ(config->precision.precision, trainer::Precision::kBFloat16);
+  EXPECT_TRUE(config->precision.channels_last);
 }
 
 // Fine-tuning weights, the output directory and the evaluation set reach the trainer as flags

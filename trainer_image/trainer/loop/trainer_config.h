@@ -14,6 +14,7 @@
 #include "trainer_image/trainer/model/learning_rate_schedule.h"
 #include "trainer_image/trainer/model/model_options.h"
 #include "trainer_image/trainer/model/optimizer_options.h"
+#include "trainer_image/trainer/model/precision_options.h"
 
 namespace fulcrum::trainer {
 
@@ -39,6 +40,7 @@ struct TrainerConfig {
   ModelOptions model;
   DatasetOptions data;
   TransformOptions transform;
+  PrecisionOptions precision;
   OptimizerOptions optimizer;
   ScheduleOptions schedule;
   // Steps in a row with a non-finite loss (updates skipped on every rank) that end training.

@@ -28,6 +28,8 @@
 #include "trainer_image/trainer/device/emulated_slowdown.h"
 #include "trainer_image/trainer/loop/trainer_metrics.h"
 #include "trainer_image/trainer/membership/coordinator_link.h"
+#include "trainer_image/trainer/model/autocast.h"
+#include "trainer_image/trainer/model/loss_scaler.h"
 #include "trainer_image/trainer/model/model.h"
 #include "trainer_image/trainer/model/optimizer.h"
 #include "trainer_image/trainer/state/checkpoint_file.h"
@@ -166,6 +168,8 @@ class Trainer {
   // Names every tensor of the state (parameters, buffers, optimizer) for checkpoints.
   void CollectState(const std::vector<std::string>& trained_names);
   Status SetUpTransform();
+  // Mixed precision (autocast, loss scaling) and the channels_last memory format.
+  void SetUpPrecision();
   // Resumes from the newest checkpoint, or else starts from --init-from's weights.
   Status RestoreStartingPoint();
   // Runs forward (and the loss) on the dataset's first samples before step 1, so a model that
@@ -238,6 +242,9 @@ class Trainer {
   std::optional<DeviceTransform> transform_;  // set where the input field is transformed
   std::unique_ptr<BatchLoader> loader_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::optional<c10::ScalarType> autocast_dtype_;  // mixed precision: forward and loss in it
+  std::optional<LossScaler> loss_scaler_;          // --precision fp16
+  int64_t overflow_steps_ = 0;                     // steps skipped for a gradient overflow
   std::unique_ptr<SampleOrder> order_;
   std::vector<NamedTensor> named_parameters_;  // every parameter, trained or frozen
   std::vector<torch::Tensor> parameters_;      // the trained ones: all-reduced and updated
@@ -310,6 +317,7 @@ Status Trainer::Init() {
   if (!model.ok()) return model.error();
   model_ = std::move(*model);
   model_->To(compute_->device());
+  SetUpPrecision();
   if (Status status = model_->Bind(dataset_->fields(), roles_); !status.ok()) return status;
   if (Status status = CollectParameters(); !status.ok()) return status;
   if (!model_->HasLoss()) {
@@ -446,7 +454,8 @@ Status Trainer::CollectParameters() {
               ": fulcrum-trainer keeps and updates float32 parameters. Save the module after "
               "module.float(); lower precision is for the computation, not the stored weights");
     }
-    if (!parameter.tensor.is_contiguous()) {
+    if (!parameter.tensor.is_contiguous() &&
+        !parameter.tensor.is_contiguous(at::MemoryFormat::ChannelsLast)) {
       return InvalidArgument(scripted ? "--torchscript" : "--model",
                              "parameter " + parameter.name + " is not contiguous");
     }
@@ -473,7 +482,33 @@ void Trainer::CollectState(const std::vector<std::string>& trained_names) {
   for (std::size_t i = 0; i < optimizer_state.size(); ++i) {
     state_.push_back({"optimizer", optimizer_names[i], optimizer_state[i]});
   }
+  if (loss_scaler_) state_.push_back({"scaler", "loss_scale", loss_scaler_->state()});
   for (const StateTensor& entry : state_) state_tensors_.push_back(entry.tensor);
+}
+
+void Trainer::SetUpPrecision() {
+  const PrecisionOptions& options = config_.precision;
+  const bool cuda = compute_->device().is_cuda();
+  if (options.precision == Precision::kBFloat16) autocast_dtype_ = torch::kBFloat16;
+  if (options.precision == Precision::kFloat16) {
+    loss_scaler_.emplace(options.initial_loss_scale, options.loss_scale_growth_interval);
+    if (cuda) {
+      autocast_dtype_ = torch::kHalf;
+    } else {
+      log::Warn("trainer", job(),
+                "--precision fp16 on a CPU: loss scaling with float32 compute (libtorch's CPU "
+                "autocast has no float16)",
+                {{"initial_loss_scale", options.initial_loss_scale}});
+    }
+  }
+  if (options.channels_last) {
+    torch::NoGradGuard no_grad;
+    // In place, so the module keeps the same tensors (and TorchScript its attributes).
+    for (const NamedTensor& tensor : model_->NamedParameters()) {
+      if (tensor.tensor.dim() == 4)
+        tensor.tensor.set_data(tensor.tensor.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
 }
 
 Status Trainer::SetUpTransform() {
@@ -511,6 +546,8 @@ std::vector<torch::Tensor> Trainer::ModelFields(const Batch& batch,
   if (transform_) {
     torch::Tensor& input = fields[*roles_.input];
     input = transform_->Apply(input, indices, position, dataset_->size(), augment);
+    if (config_.precision.channels_last && input.dim() == 4)
+      input = input.contiguous(at::MemoryFormat::ChannelsLast);
   }
   return fields;
 }
@@ -579,8 +616,9 @@ Status Trainer::Evaluate(Collective& collective, const std::vector<int>& batches
       for (torch::Tensor& field : batch.fields) field = field.to(compute_->device());
       const std::vector<torch::Tensor> fields =
           ModelFields(batch, indices, 0, end - begin, begin, /*augment=*/false);
+      AutocastGuard autocast(compute_->device().type(), autocast_dtype_);
       const c10::IValue outputs = model_->Forward(fields);
-      loss_sum += LossOf(outputs, fields).item<double>();
+      loss_sum += LossOf(outputs, fields).to(torch::kFloat32).item<double>();
       // Top-1 where forward returns one row of class scores per sample.
       accuracy = accuracy && outputs.isTensor() && outputs.toTensor().dim() == 2;
       if (accuracy) {
@@ -698,7 +736,7 @@ Status Trainer::RestoreStartingPoint() {
     if (checkpoint->has_value()) {
       const CheckpointFile& file = **checkpoint;
       if (Status status = RestoreTensors(file.contents, state_,
-                                         {"parameter", "buffer", "optimizer"}, file.path);
+                                         {"parameter", "buffer", "optimizer", "scaler"}, file.path);
           !status.ok()) {
         return status;
       }
@@ -858,6 +896,7 @@ void Trainer::LogFinished(const char* why) {
              {"data_wait_seconds_total", totals_.data_wait_seconds},
              {"loads_started", loader_ ? loader_->loads_started() : 0},
              {"loads_dropped", loader_ ? loader_->loads_dropped() : 0},
+             {"overflow_steps", overflow_steps_},
              {"coordinator_seconds_total", totals_.coordinator_seconds}});
 }
 
@@ -1088,10 +1127,20 @@ void Trainer::ForwardBackwardOnce(const Batch& batch, const BatchRequest& reques
     const std::vector<torch::Tensor> fields =
         ModelFields(batch, std::span(indices).subspan(begin, end - begin), first, last,
                     request.range.begin + first);
-    torch::Tensor loss = LossOf(model_->Forward(fields), fields);
+    torch::Tensor loss;
+    {
+      // Forward and the loss under autocast (mixed precision); backward outside it, as in
+      // PyTorch. The loss is summed in float32 whatever autocast made of it.
+      AutocastGuard autocast(compute_->device().type(), autocast_dtype_);
+      loss = LossOf(model_->Forward(fields), fields).to(torch::kFloat32);
+    }
     // The last micro-step's gradients are final: all-reduce them while backward goes on.
     if (config_.overlap && micro + 1 == micro_steps) buckets_->Arm();
-    loss.backward();
+    if (loss_scaler_) {
+      (loss * loss_scaler_->scale()).backward();  // unscaled with the mean (WriteMeanGradients)
+    } else {
+      loss.backward();
+    }
     loss_sum += loss.item<double>();
   }
 }
@@ -1247,11 +1296,26 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     log::Warn("trainer", job(), "non-finite loss: the update is skipped on every rank",
               {{"step", progress_.step}, {"in_a_row", nonfinite_steps_}});
   }
+  const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   if (global_batch > 0 && finite) {
-    gradient_norm = buckets_->WriteMeanGradients(global_batch, config_.clip_gradient_norm);
-    learning_rate = LearningRateAt(config_.optimizer.learning_rate, config_.schedule,
-                                   progress_.step, TotalSteps(static_cast<int64_t>(global_batch)));
-    optimizer_->Step(parameters_, learning_rate);
+    // Divided by the loss scale too: the mean gradient of the unscaled loss.
+    gradient_norm =
+        buckets_->WriteMeanGradients(global_batch * loss_scale, config_.clip_gradient_norm);
+    // Every rank holds the same aggregated gradient, so every rank takes the same decision.
+    const bool apply = !loss_scaler_ || loss_scaler_->Update(std::isfinite(gradient_norm));
+    if (apply) {
+      learning_rate =
+          LearningRateAt(config_.optimizer.learning_rate, config_.schedule, progress_.step,
+                         TotalSteps(static_cast<int64_t>(global_batch)));
+      optimizer_->Step(parameters_, learning_rate);
+    } else {
+      ++overflow_steps_;
+      log::Warn("trainer", job(),
+                "gradient overflow: the update is skipped on every rank, the loss scale halved",
+                {{"step", progress_.step},
+                 {"loss_scale", loss_scale},
+                 {"next_loss_scale", loss_scaler_->scale()}});
+    }
   }
   const int64_t step = progress_.step;
   progress_.step += 1;
@@ -1337,6 +1401,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
          {"loss", last_loss_},
          {"gradient_norm", gradient_norm},
          {"learning_rate", learning_rate},
+         {"loss_scale", loss_scale},
          {"clipped", config_.clip_gradient_norm > 0 && gradient_norm > config_.clip_gradient_norm},
          {"compute_seconds", compute_seconds},
          {"data_wait_seconds", data_wait_seconds},

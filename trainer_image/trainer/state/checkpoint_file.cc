@@ -223,8 +223,9 @@ Status RestoreTensors(const CheckpointContents& contents, const std::vector<Stat
           return candidate.group == target.group && candidate.name == target.name;
         });
     if (held == contents.tensors.end()) {
-      return InvalidArgument(where, "has no " + target.group + " " + target.name +
-                                        ": it was written for another model or optimizer");
+      return InvalidArgument(where,
+                             "has no " + target.group + " " + target.name +
+                                 ": it was written for another model, optimizer or precision");
     }
     if (held->tensor.sizes() != target.tensor.sizes() ||
         held->tensor.scalar_type() != target.tensor.scalar_type()) {
