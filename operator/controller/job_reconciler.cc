@@ -97,6 +97,9 @@ Result<coordinator::JobSessionConfig> SessionConfig(const JobSpec& spec, const s
   config.interval_steps = spec.interval_steps;
   config.min_gain = spec.min_gain;
   config.seed = static_cast<uint64_t>(spec.seed);
+  // Edited live: the coordinator passes them to every rank at the same step.
+  config.learning_rate = spec.learning_rate;
+  config.total_steps = spec.steps.value_or(0);
   return config;
 }
 

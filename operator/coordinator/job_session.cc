@@ -100,6 +100,11 @@ Status JobSession::Reconfigure(JobSessionConfig config, Clock::time_point now) {
                {"min_workers", config.min_workers},
                {"max_workers", config.max_workers}});
   }
+  if (config.learning_rate != config_.learning_rate || config.total_steps != config_.total_steps) {
+    log::Info("coordinator", config_.name, "recipe edited: sent with the next plan lead",
+              {{"learning_rate", config.learning_rate}, {"total_steps", config.total_steps}});
+    recipe_pending_ = membership_generation_ > 0;
+  }
   config_ = std::move(config);
   if (limits_changed && membership_generation_ > 0) {
     ScheduleGeneration(now, "worker limits changed", /*force=*/false);
@@ -461,6 +466,8 @@ void JobSession::SendAssignments(int64_t apply_at_step, const std::string& reaso
     for (int batch : batches_) assignment.add_batches(batch);
     assignment.set_accumulation_steps(accumulation_steps_);
     assignment.set_abandon_previous(abandon_previous_);
+    assignment.set_learning_rate(config_.learning_rate);
+    assignment.set_total_steps(config_.total_steps);
     assignment.set_reason(reason);
     out.push_back(std::move(message));
   }
@@ -598,7 +605,14 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
                {{"error", status.error().ToString()}});
     return;
   }
+  if (reason.empty() && recipe_pending_) {
+    // The same batches with the edited recipe, a plan lead ahead like a new plan.
+    recipe_pending_ = false;
+    SendAssignments(step + lead, "recipe edited", out);
+    return;
+  }
   if (reason.empty()) return;
+  recipe_pending_ = false;  // the new plan carries it
   log::Info("coordinator", config_.name, "new batches",
             {{"membership_generation", membership_generation_},
              {"apply_at_step", last_decided_step_},

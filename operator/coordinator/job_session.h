@@ -171,6 +171,7 @@ class JobSession {
   std::string formation_error_;
   int formation_failures_ = 0;
   EvaluationSnapshot last_evaluation_;
+  bool recipe_pending_ = false;  // a live recipe edit not yet sent to the trainers
   double training_loss_ = std::numeric_limits<double>::quiet_NaN();
 
   std::map<int64_t, std::set<std::string>> reporters_by_step_;

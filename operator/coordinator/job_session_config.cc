@@ -34,6 +34,12 @@ Status ValidateJobConfig(const JobSessionConfig& config) {
   if (!std::isfinite(config.apply_lead_seconds) || config.apply_lead_seconds < 0.0) {
     return InvalidArgument("apply_lead_seconds", "must be a number >= 0");
   }
+  if (!std::isfinite(config.learning_rate) || config.learning_rate < 0.0) {
+    return InvalidArgument("learning_rate", "must be a number >= 0 (0: the trainers' --lr)");
+  }
+  if (config.total_steps < 0) {
+    return InvalidArgument("total_steps", "must be >= 0 (0: the trainers' --steps)");
+  }
   return Ok();
 }
 

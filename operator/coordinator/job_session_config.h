@@ -40,6 +40,10 @@ struct JobSessionConfig {
   // at least apply_lead_seconds of measured step time later, so every rank has it in time.
   int min_apply_lead_steps = 3;
   double apply_lead_seconds = 0.3;
+  // The recipe edited live (spec.training): every Assignment carries it and a change is sent
+  // with the next plan lead, so every rank applies it at the same step. 0: the trainers' flags.
+  double learning_rate = 0.0;
+  int64_t total_steps = 0;
 };
 
 // Checks every field; the error names the field and the fix.

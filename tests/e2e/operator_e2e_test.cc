@@ -689,9 +689,10 @@ TEST_F(OperatorE2E, APackedImageFolderTrainsForItsEpochsToSucceeded) {
 }
 
 // The user guide's own-model example (crds/examples/own-model.yaml): a scripted module with two
-// named inputs and its own loss, AdamW with warmup and cosine decay, an evaluation every 20
-// steps, trains to Succeeded; status and `kubectl get htj` show the last evaluation's accuracy,
-// and the written model.pt scores exactly that accuracy on the held-out set in Python.
+// named inputs and its own loss, AdamW with warmup and cosine decay, bf16, an evaluation every
+// 20 steps, trains to Succeeded; a live edit of its learning rate reaches every rank at the same
+// step; status and `kubectl get htj` show the last evaluation's accuracy, and the written
+// model.pt scores exactly that accuracy on the held-out set in Python.
 TEST_F(OperatorE2E, TheOwnModelExampleEvaluatesAndWritesAModelThatScoresTheSameInPython) {
   const std::string directory = (checkpoints_->path() / "own-model").string();
   const CommandResult made = fulcrum::testing::RunShell(
@@ -704,8 +705,47 @@ TEST_F(OperatorE2E, TheOwnModelExampleEvaluatesAndWritesAModelThatScoresTheSameI
   job["spec"]["dataset"]["packed"]["path"] = directory + "/data";
   job["spec"]["evaluation"]["dataset"] = directory + "/heldout";
   job["spec"]["output"]["path"] = directory + "/trained";
+  job["spec"]["training"]["epochs"] = 10;  // long enough to edit it while it runs
   Apply(job);
-  ASSERT_TRUE(WaitForPhase("own-model", "Succeeded", 300s)) << Describe("own-model");
+  // A live edit of the learning rate once it trains: every rank takes it at the same step.
+  bool edited = false;
+  std::map<std::string, std::string> logs;  // kept while the pods exist
+  const bool succeeded = WaitUntil(
+      [&] {
+        const json running = Status("own-model");
+        if (!edited && running.value("step", 0) >= 20) {
+          edited = Kubectl(
+                       "patch htj own-model --type merge -p "
+                       "'{\"spec\":{\"training\":{\"learningRate\":0.004}}}'")
+                       .exit_code == 0;
+        }
+        for (const auto& [name, pod] : Pods()) {
+          const CommandResult read = Kubectl("logs " + name);
+          if (read.exit_code == 0 && read.output.size() >= logs[name].size())
+            logs[name] = read.output;
+        }
+        return running.value("phase", "") == "Succeeded";
+      },
+      300s);
+  ASSERT_TRUE(succeeded) << Describe("own-model");
+  ASSERT_TRUE(edited);
+  std::set<int64_t> change_steps;
+  std::set<std::string> checksums;
+  for (const auto& [pod, text] : logs) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      const json entry = json::parse(line, nullptr, false);
+      if (!entry.is_object()) continue;
+      if (entry.value("msg", "") == "learning rate changed live" &&
+          entry.value("how", "") == "in band") {
+        EXPECT_EQ(entry.value("to", 0.0), 0.004) << pod;
+        change_steps.insert(entry.value("step", int64_t{-1}));
+      }
+      if (entry.value("msg", "") == "finished") checksums.insert(entry.value("checksum", ""));
+    }
+  }
+  EXPECT_EQ(change_steps.size(), 1u) << "ranks changed the rate at different steps";
+  EXPECT_EQ(checksums.size(), 1u) << "ranks ended with different parameters";
   const json status = Status("own-model");
   ASSERT_TRUE(status.contains("lastEvaluation")) << status.dump();
   const json& evaluation = status["lastEvaluation"];

@@ -128,6 +128,34 @@ TEST_F(JobSessionTest, TheNewestEvaluationIsKeptAndABadOneIsRefusedNamingTheFiel
   EXPECT_EQ(job_->Evaluated("stranger", evaluation, now_).error().code, ErrorCode::kNotFound);
 }
 
+// A live edit of the learning rate or the steps reaches every rank in one Assignment update a
+// plan lead ahead, like a new plan; rank 0 then passes it in band, so all apply it at one step.
+TEST_F(JobSessionTest, ALiveRecipeEditIsSentToEveryRankAPlanLeadAhead) {
+  Join("a");
+  Join("b");
+  Tick(1s);
+  TrainSteps(0, 5, [](const std::string&) { return 0.1; });
+  JobSessionConfig edited = DefaultConfig();
+  edited.learning_rate = 0.02;
+  edited.total_steps = 500;
+  ASSERT_TRUE(job_->Reconfigure(edited, now_).ok());
+  const Outbox out = TrainSteps(5, 6, [](const std::string&) { return 0.1; });
+  ASSERT_EQ(out.size(), 2u);
+  for (const Outgoing& message : out) {
+    const fulcrum::v1::Assignment& assignment = message.message.assignment();
+    EXPECT_EQ(assignment.learning_rate(), 0.02);
+    EXPECT_EQ(assignment.total_steps(), 500);
+    EXPECT_GE(assignment.apply_at_step(), 5 + 3);  // min_apply_lead_steps
+  }
+  // Every later plan carries it too (the balancer's next ones here).
+  ASSERT_TRUE(job_->Reconfigure(edited, now_).ok());  // unchanged, as every reconcile does
+  for (const Outgoing& message : TrainSteps(6, 30, [](const std::string&) { return 0.1; })) {
+    EXPECT_EQ(message.message.assignment().learning_rate(), 0.02);
+  }
+  edited.learning_rate = -1.0;
+  EXPECT_EQ(job_->Reconfigure(edited, now_).error().field, "learning_rate");
+}
+
 TEST_F(JobSessionTest, AClosedStreamLeavesAfterTheTimeoutAndTheRestFormANewGeneration) {
   Join("a");
   Join("b");

@@ -143,9 +143,25 @@ struct ControlLayout {
   static constexpr std::size_t kLeave = 2;
   static constexpr std::size_t kCheckpoint = 3;
   static constexpr std::size_t kAccumulation = 4;
-  static constexpr std::size_t kPlan = 5;  // world_size entries follow
+  // Rank 0's live-edited recipe for the next step (0: unchanged), each value as two float32
+  // (the slots are float32): the learning rate as its float and the remainder, the total steps
+  // in units of 2^24 and the rest.
+  static constexpr std::size_t kLearningRate = 5;  // and kLearningRate + 1
+  static constexpr std::size_t kTotalSteps = 7;    // and kTotalSteps + 1
+  static constexpr std::size_t kPlan = 9;          // world_size entries follow
   static std::size_t Size(int world_size) { return kPlan + static_cast<std::size_t>(world_size); }
 };
+
+// A double in two float32 control slots, exact to about 48 bits: every rank decodes the same.
+void EncodeInTwoSlots(double value, std::vector<double>& control, std::size_t slot) {
+  const auto high = static_cast<float>(value);
+  control[slot] = high;
+  control[slot + 1] = static_cast<float>(value - static_cast<double>(high));
+}
+double DecodeFromTwoSlots(const std::vector<double>& control, std::size_t slot) {
+  return control[slot] + control[slot + 1];
+}
+constexpr double kStepsUnit = 16777216.0;  // 2^24: float32 holds integers exactly below it
 
 // kFatal: the model or data failed a step (exit 1); kInvalidInput: the job's input cannot be
 // trained as given (exit 2, which the operator does not retry).
@@ -156,7 +172,9 @@ class Trainer {
   Trainer(TrainerConfig config, const std::atomic<int>& stop_signal)
       : config_(std::move(config)),
         stop_signal_(stop_signal),
-        slowdown_(config_.emulated_slowdown, config_.slowdown_file) {}
+        slowdown_(config_.emulated_slowdown, config_.slowdown_file),
+        base_learning_rate_(config_.optimizer.learning_rate),
+        steps_(config_.steps) {}
 
   Status Init();
   int Run();
@@ -209,14 +227,14 @@ class Trainer {
   // The job's steps: --steps, or for --epochs this step plus the steps left at the current
   // global batch (the same on every rank: the cursor and the batch are agreed), else 0.
   int64_t TotalSteps(int64_t global_batch) const {
-    if (config_.steps > 0) return config_.steps;
+    if (steps_ > 0) return steps_;
     if (config_.epochs <= 0 || global_batch <= 0) return 0;
     const int64_t left = config_.epochs * dataset_->size() - progress_.cursor;
     return progress_.step + (left + global_batch - 1) / global_batch;
   }
   // Done: the steps are taken, or the cursor has passed every epoch's samples.
   bool Finished() const {
-    return (config_.steps > 0 && progress_.step >= config_.steps) ||
+    return (steps_ > 0 && progress_.step >= steps_) ||
            (config_.epochs > 0 && progress_.cursor >= config_.epochs * dataset_->size());
   }
   void WriteCheckpointNow(const char* why);
@@ -242,6 +260,12 @@ class Trainer {
   std::optional<DeviceTransform> transform_;  // set where the input field is transformed
   std::unique_ptr<BatchLoader> loader_;
   std::unique_ptr<Optimizer> optimizer_;
+  // The recipe as edited live through the coordinator (Assignment.learning_rate, .total_steps):
+  // --lr and --steps until then. Agreed in band, so every rank changes at the same step.
+  double base_learning_rate_ = 0.0;
+  int64_t steps_ = 0;
+  // Takes a live-edited recipe from an Assignment or the summed control; logs a change.
+  void AdoptRecipe(double learning_rate, int64_t total_steps, const char* how);
   std::optional<c10::ScalarType> autocast_dtype_;  // mixed precision: forward and loss in it
   std::optional<LossScaler> loss_scaler_;          // --precision fp16
   int64_t overflow_steps_ = 0;                     // steps skipped for a gradient overflow
@@ -841,6 +865,27 @@ void Trainer::WriteOutput(const char* why) {
       {{"model", model_path.string()}, {"metadata", json_path.string()}, {"step", progress_.step}});
 }
 
+void Trainer::AdoptRecipe(double learning_rate, int64_t total_steps, const char* how) {
+  if (learning_rate > 0.0 && learning_rate != base_learning_rate_) {
+    log::Info("trainer", job(), "learning rate changed live",
+              {{"step", progress_.step},
+               {"rank", rank_},
+               {"from", base_learning_rate_},
+               {"to", learning_rate},
+               {"how", how}});
+    base_learning_rate_ = learning_rate;
+  }
+  if (total_steps > 0 && total_steps != steps_ && config_.epochs == 0) {
+    log::Info("trainer", job(), "total steps changed live",
+              {{"step", progress_.step},
+               {"rank", rank_},
+               {"from", steps_},
+               {"to", total_steps},
+               {"how", how}});
+    steps_ = total_steps;
+  }
+}
+
 void Trainer::HandleControls() {
   while (std::optional<fulcrum::v1::Control> control = membership_->TakeControl()) {
     log::Info("trainer", job(), "control received",
@@ -1041,6 +1086,9 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
               {{"error", status.error().ToString()}});
     return GenerationEnd::kFellOut;
   }
+  // Every member of the generation got the same values: the first step uses them on every rank
+  // (a trainer started before an edit would otherwise use its own flags for it).
+  AdoptRecipe(assignment.learning_rate(), assignment.total_steps(), "generation");
   fulcrum::v1::Assignment plan = assignment;
   PrefetchFrom(progress_.cursor, std::vector<int>(plan.batches().begin(), plan.batches().end()));
   // Evaluation errors: a collective that failed ends the generation; a model that fails on the
@@ -1255,6 +1303,11 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     const fulcrum::v1::Assignment next = membership_->PlanAt(base, progress_.step + 1);
     const fulcrum::v1::Assignment& chosen = next.batches_size() == world ? next : plan;
     control[ControlLayout::kAccumulation] = std::max(1, chosen.accumulation_steps());
+    EncodeInTwoSlots(chosen.learning_rate(), control, ControlLayout::kLearningRate);
+    EncodeInTwoSlots(std::floor(static_cast<double>(chosen.total_steps()) / kStepsUnit), control,
+                     ControlLayout::kTotalSteps);
+    control[ControlLayout::kTotalSteps + 1] =
+        static_cast<double>(chosen.total_steps() % static_cast<int64_t>(kStepsUnit));
     for (int r = 0; r < world; ++r)
       control[ControlLayout::kPlan + static_cast<std::size_t>(r)] = chosen.batches(r);
   }
@@ -1304,9 +1357,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     // Every rank holds the same aggregated gradient, so every rank takes the same decision.
     const bool apply = !loss_scaler_ || loss_scaler_->Update(std::isfinite(gradient_norm));
     if (apply) {
-      learning_rate =
-          LearningRateAt(config_.optimizer.learning_rate, config_.schedule, progress_.step,
-                         TotalSteps(static_cast<int64_t>(global_batch)));
+      learning_rate = LearningRateAt(base_learning_rate_, config_.schedule, progress_.step,
+                                     TotalSteps(static_cast<int64_t>(global_batch)));
       optimizer_->Step(parameters_, learning_rate);
     } else {
       ++overflow_steps_;
@@ -1385,6 +1437,12 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   plan.clear_batches();
   for (int batch : next) plan.add_batches(batch);
   plan.set_accumulation_steps(static_cast<int>(control[ControlLayout::kAccumulation]));
+  // From the next step on, as the plan: this step's update already used the rate it had.
+  AdoptRecipe(
+      DecodeFromTwoSlots(control, ControlLayout::kLearningRate),
+      static_cast<int64_t>(control[ControlLayout::kTotalSteps]) * static_cast<int64_t>(kStepsUnit) +
+          static_cast<int64_t>(control[ControlLayout::kTotalSteps + 1]),
+      "in band");
   // The prefetch made before compute assumed this step's plan; only a new one changes the ranges.
   if (control[ControlLayout::kLeave] == 0.0 && next != batches) {
     PrefetchFrom(progress_.cursor, next);
