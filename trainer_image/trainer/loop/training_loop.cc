@@ -866,15 +866,21 @@ void Trainer::WriteOutput(const char* why) {
 }
 
 void Trainer::AdoptRecipe(double learning_rate, int64_t total_steps, const char* how) {
-  if (learning_rate > 0.0 && learning_rate != base_learning_rate_) {
+  // In band the rate comes through two float32 slots, exact to about 1e-14 of it: a value that
+  // close is the rate already held, which stays. An Assignment's value is taken exactly, so a
+  // generation's members hold bit-identical rates whatever each decoded before.
+  const bool from_assignment = std::string_view(how) == "generation";
+  const bool changed =
+      learning_rate > 0.0 && std::abs(learning_rate - base_learning_rate_) > 1e-12 * learning_rate;
+  if (changed) {
     log::Info("trainer", job(), "learning rate changed live",
               {{"step", progress_.step},
                {"rank", rank_},
                {"from", base_learning_rate_},
                {"to", learning_rate},
                {"how", how}});
-    base_learning_rate_ = learning_rate;
   }
+  if (learning_rate > 0.0 && (changed || from_assignment)) base_learning_rate_ = learning_rate;
   if (total_steps > 0 && total_steps != steps_ && config_.epochs == 0) {
     log::Info("trainer", job(), "total steps changed live",
               {{"step", progress_.step},
