@@ -1,8 +1,15 @@
 // The balancer's control loop for one job: it keeps a model per worker from step reports and
 // decides, step by step, which local batch each worker runs. It re-plans at once when
-// membership changes or a worker runs out of memory, otherwise every interval_steps, and only
-// switches to a new plan when the predicted step time improves by at least min_gain, so
-// measurement noise does not make the plan oscillate.
+// membership changes or a worker runs out of memory, otherwise every interval_steps (at once
+// when a worker's speed changed), and only switches to a new plan when the predicted step time
+// improves by at least min_gain, so measurement noise does not make the plan oscillate.
+// Speed re-plans are damped, so a wrong model cannot make the plan thrash:
+//  - trust region: one plan moves a worker's batch by at most ×2 or ÷2, unless the target
+//    size (within ±10%) has been measured, where the cost is known rather than extrapolated;
+//  - dwell: a worker moved by a plan is not moved again within interval_steps, unless its
+//    speed changed again since (a new regime of its model).
+// A worker therefore reaches a small batch (its minimum, where it is pinned) only through
+// sizes measured on the way down. Each plan's reason names the moves and their evidence.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +23,6 @@
 #include "common/result.h"
 #include "operator/balancer/communication_model.h"
 #include "operator/balancer/memory_model.h"
-#include "operator/balancer/minimum_useful_batch.h"
 #include "operator/balancer/performance_model.h"
 #include "operator/balancer/plan.h"
 #include "operator/balancer/policy.h"
@@ -97,6 +103,14 @@ class Controller {
   // as of the last Decide).
   std::optional<LinearCost> FittedCost(std::string_view id) const;
   std::optional<LinearCost> PlanningCost(std::string_view id) const;
+  // The worker as the planner sees it (planning line, measured points where they contradict
+  // it, min 1 and max B bounds, current batch), as of the last Decide.
+  std::optional<WorkerSpec> PlanningSpec(std::string_view id) const;
+  // The worker's compute-time model (speed factor, per-size times), for status and tests.
+  const ComputeTimeModel* Model(std::string_view id) const;
+  // Whether `micro_batch` was measured often enough in the worker's current speed regime for
+  // its typical time to count (what releasing or pinning a worker must rest on).
+  bool MeasuredInCurrentRegime(std::string_view id, int micro_batch) const;
   double TailSeconds() const { return communication_.TailSeconds(); }
 
  private:
@@ -104,13 +118,22 @@ class Controller {
     WorkerInfo info;
     double relative_speed;
     ComputeTimeModel compute;
-    MinimumUsefulBatch useful_batch;
     MemoryModel memory;
     int dithered_steps = 0;
     LinearCost planning_cost;  // pooled estimate, refreshed by PoolByProduct
+    // When a plan last moved this worker's batch, and its model's regime then (dwell).
+    std::optional<int64_t> moved_at_step;
+    int regime_when_moved = 0;
   };
+  // A candidate for a speed re-plan within the trust region and dwell (class comment);
+  // `damping` says what held workers back. nullopt when no bounded plan exists.
+  std::optional<Plan> DampedPlan(const PlanRequest& request, int64_t step,
+                                 std::string& damping) const;
+  // "w0 64->32 (...)" for each worker the plan moves, with what the move rests on.
+  std::string DescribeMoves(const PlanRequest& request, const Plan& plan) const;
 
   explicit Controller(ControllerConfig config);
+  void RecordMoves(const Plan& previous, const Plan& adopted, int64_t step);
   Worker* Find(std::string_view id);
   const Worker* Find(std::string_view id) const;
   LinearCost PriorFor(double relative_speed) const;
