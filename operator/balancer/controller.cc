@@ -257,7 +257,7 @@ Status Controller::Observe(const StepReport& report) {
     if (!outcome.ok()) return outcome.error();
     // Confirmed only at a size measured before in the same regime (performance_model.h), so
     // a batch moving into sizes the device runs differently is not taken for a new speed.
-    if (*outcome == ObservationOutcome::kRegimeChange) speed_change_pending_ = true;
+    if (*outcome == ObservationOutcome::kRegimeChange) worker->speed_change_unplanned = true;
   }
   worker->memory.ObservePeak(micro_batch, report.peak_memory_bytes);
   communication_.Observe(report.step, report.comm_seconds);
@@ -374,6 +374,15 @@ std::vector<int> Controller::DitheredBatches(const PlanRequest& request, int64_t
   if (to_dither.empty() || config_.dither_fraction <= 0.0) return batches;
   return DitherBatches({batches, min_batches, max_batches, to_dither, step, config_.seed,
                         config_.dither_fraction, config_.dither_period_steps});
+}
+
+bool Controller::SpeedChangeReady() const {
+  // The reports that confirm a change size it roughly; a few more refine the speed factor
+  // (performance_model.h) before the plan that follows it, which is then right the first time.
+  return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& worker) {
+    return worker.speed_change_unplanned &&
+           worker.compute.speed_evidence() >= config_.speed_evidence_to_plan;
+  });
 }
 
 // Relative distance within which a measured size counts as measuring the target: the dither's
@@ -500,9 +509,9 @@ Result<StepDecision> Controller::Decide(int64_t step) {
     if (previous) RecordMoves(*previous, *plan_, step);
     last_evaluation_step_ = step;
     decision.plan_changed = true;
-  } else if (step - last_evaluation_step_ >= config_.interval_steps || speed_change_pending_) {
+  } else if (step - last_evaluation_step_ >= config_.interval_steps || SpeedChangeReady()) {
     last_evaluation_step_ = step;
-    speed_change_pending_ = false;
+    for (Worker& worker : workers_) worker.speed_change_unplanned = false;
     std::string damping;
     std::optional<Plan> candidate = DampedPlan(request, step, damping);
     std::vector<int> current;

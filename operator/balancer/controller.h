@@ -49,6 +49,9 @@ struct ControllerConfig {
   // a small dither gives before k is known to 10%; past this budget the fitter's anchored
   // estimate is used as is, and plan changes provide the spread.
   int dither_budget_steps = 40;
+  // Reports that size a confirmed speed change (the confirming ones included) before the
+  // re-plan it triggers; more wait longer for a better first plan.
+  int speed_evidence_to_plan = 4;
   uint64_t seed = 0;  // the only source of variation (dither phases)
   FitterConfig fitter;
   PoolConfig pool;  // how workers with the same GPU product share evidence
@@ -124,7 +127,12 @@ class Controller {
     // When a plan last moved this worker's batch, and its model's regime then (dwell).
     std::optional<int64_t> moved_at_step;
     int regime_when_moved = 0;
+    // Its model confirmed a real speed change (regime change) that no evaluation has seen:
+    // evaluate as soon as the change is sized (SpeedChangeReady), not at the next interval
+    // (the min_gain test still applies).
+    bool speed_change_unplanned = false;
   };
+  bool SpeedChangeReady() const;
   // A candidate for a speed re-plan within the trust region and dwell (class comment);
   // `damping` says what held workers back. nullopt when no bounded plan exists.
   std::optional<Plan> DampedPlan(const PlanRequest& request, int64_t step,
@@ -159,9 +167,6 @@ class Controller {
   std::vector<std::string> out_of_memory_;
   std::vector<std::string> retuned_;  // what Retune changed that needs a new plan
   int64_t last_evaluation_step_ = 0;
-  // A worker's fitter confirmed a real speed change (regime change): evaluate at the next
-  // decision instead of waiting for the interval (the min_gain test still applies).
-  bool speed_change_pending_ = false;
   double plan_model_error_ = 0.0;  // ModelError() when the current plan was adopted
   int64_t last_decided_step_ = -1;
   int plan_changes_ = 0;

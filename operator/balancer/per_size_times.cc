@@ -9,8 +9,20 @@ namespace fulcrum::balancer {
 
 PerSizeTimes::PerSizeTimes(PerSizeTimesConfig config) : config_(config) {}
 
+double PerSizeTimes::SpeedOf(int regime) const {
+  return speeds_[static_cast<std::size_t>(std::clamp<int>(regime, 0, speeds_.size() - 1))];
+}
+
+void PerSizeTimes::SetSpeed(int regime, double speed) {
+  if (regime < 0 || !(speed > 0.0) || !std::isfinite(speed)) return;
+  while (static_cast<int>(speeds_.size()) <= regime) speeds_.push_back(speeds_.back());
+  speeds_[static_cast<std::size_t>(regime)] = speed;
+  RecomputeMinimumUseful();
+}
+
 void PerSizeTimes::Observe(int batch, double seconds, int regime) {
-  if (batch <= 0 || !(seconds > 0.0) || !std::isfinite(seconds)) return;
+  if (batch <= 0 || regime < 0 || !(seconds > 0.0) || !std::isfinite(seconds)) return;
+  while (static_cast<int>(speeds_.size()) <= regime) speeds_.push_back(speeds_.back());
   Times& times = by_batch_[batch];
   if (times.count > 0 && times.regime < regime) times = Times{};
   times.regime = regime;
@@ -33,14 +45,14 @@ void PerSizeTimes::Observe(int batch, double seconds, int regime) {
 std::optional<SizeRecord> PerSizeTimes::Find(int batch) const {
   const auto it = by_batch_.find(batch);
   if (it == by_batch_.end()) return std::nullopt;
-  return SizeRecord{batch, it->second.typical, it->second.count, it->second.regime};
+  return SizeRecord{batch, SpeedFree(it->second), it->second.count, it->second.regime};
 }
 
 std::vector<SizeRecord> PerSizeTimes::Settled() const {
   std::vector<SizeRecord> settled;
   for (const auto& [batch, times] : by_batch_) {
     if (times.count >= config_.min_observations) {
-      settled.push_back({batch, times.typical, times.count, times.regime});
+      settled.push_back({batch, SpeedFree(times), times.count, times.regime});
     }
   }
   return settled;
@@ -65,7 +77,7 @@ void PerSizeTimes::RecomputeMinimumUseful() {
   // once per report.
   std::vector<std::pair<int, double>> known;
   for (const auto& [batch, times] : by_batch_) {
-    if (times.count >= config_.min_observations) known.emplace_back(batch, times.typical);
+    if (times.count >= config_.min_observations) known.emplace_back(batch, SpeedFree(times));
   }
   std::vector<double> fastest_from(known.size() + 1, std::numeric_limits<double>::infinity());
   for (std::size_t i = known.size(); i-- > 0;) {

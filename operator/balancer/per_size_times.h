@@ -1,10 +1,10 @@
 // What one worker's steps took, size by size: the robust per-size statistics the compute-time
-// model keeps (performance_model.h). Times are stored in the model's speed-free units (compute
-// time ÷ the worker's speed factor when it was measured), so when the speed factor changes the
-// old measurements are rescaled with it, not lost. Each size remembers the regime (speed
-// factor) it was last measured in: a size measured in the current regime can contradict its
-// history (a new speed); one measured only in an older regime cannot, and its first new
-// measurement replaces the rescaled guess. Pure; one per worker.
+// model keeps (performance_model.h). Each size remembers the regime it was last measured in,
+// and each regime its speed factor; typical times are given in the model's speed-free units
+// (measured time ÷ its regime's speed factor), so when a speed factor is set or refined the
+// measurements are rescaled with it, never lost. A size measured in the current regime can
+// contradict its history (a new speed); one measured only in an older regime cannot, and its
+// first new measurement replaces the rescaled guess. Pure; one per worker.
 //
 // It also answers the question MinimumUsefulBatch used to: below some size a device runs a
 // step no faster than a bigger one, or slower (CPU threads or GPU SMs left idle), and a batch
@@ -38,7 +38,7 @@ struct PerSizeTimesConfig {
 // One size's statistics.
 struct SizeRecord {
   int batch = 0;
-  double typical = 0.0;  // median of the last few times (speed-free units)
+  double typical = 0.0;  // median of the last few times, ÷ its regime's speed factor
   int count = 0;         // times measured in `regime` (all of them, not only those kept)
   int regime = 0;        // the regime of its latest measurement
 };
@@ -47,10 +47,12 @@ class PerSizeTimes {
  public:
   explicit PerSizeTimes(PerSizeTimesConfig config = {});
 
-  // One micro-step of `batch` samples took `seconds` (both > 0, speed-free) in `regime`. A
-  // size last measured in an older regime starts over: the new measurement replaces the
-  // rescaled old ones.
+  // One micro-step of `batch` samples took `seconds` (both > 0, as measured) in `regime`
+  // (>= every regime seen before). A size last measured in an older regime starts over: the
+  // new measurement replaces the rescaled old ones.
   void Observe(int batch, double seconds, int regime);
+  // The speed factor of `regime` (> 0; 1 until set); a new regime starts with the last one's.
+  void SetSpeed(int regime, double speed);
 
   std::optional<SizeRecord> Find(int batch) const;
   // Sizes measured at least min_observations times in their regime, ascending.
@@ -74,12 +76,15 @@ class PerSizeTimes {
     int count = 0;  // observations in `regime`, of which the last min(count, kKept) are kept
     int regime = 0;
     uint64_t last_seen = 0;
-    double typical = 0.0;
+    double typical = 0.0;  // as measured, not yet divided by the regime's speed
   };
+  double SpeedOf(int regime) const;
+  double SpeedFree(const Times& times) const { return times.typical / SpeedOf(times.regime); }
   void RecomputeMinimumUseful();
 
   PerSizeTimesConfig config_;
   std::map<int, Times> by_batch_;
+  std::vector<double> speeds_{1.0};  // by regime
   uint64_t observations_ = 0;
   int minimum_useful_ = 1;
 };

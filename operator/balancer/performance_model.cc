@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace fulcrum::balancer {
@@ -12,6 +13,12 @@ constexpr double kMedianEfficiency = 1.25;
 
 int SizeOf(double batch) {
   return std::max(1, static_cast<int>(std::lround(batch)));
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t half = values.size() / 2;
+  return values.size() % 2 == 1 ? values[half] : 0.5 * (values[half - 1] + values[half]);
 }
 
 }  // namespace
@@ -63,7 +70,8 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
     suspects_.clear();
     suspect_side_ = 0;
   }
-  sizes_.Observe(size, speed_free, regime_);
+  RefineSpeed(size, seconds);
+  sizes_.Observe(size, seconds, regime_);
   ++observations_;
   const double line_residual = std::abs(speed_free / line_.Seconds(batch) - 1.0);
   // Once the line is pinned down, a time far off it is a size the line cannot describe (a
@@ -90,24 +98,52 @@ void ComputeTimeModel::AddPoint(double batch, double speed_free_seconds, double 
 }
 
 void ComputeTimeModel::ConfirmSpeedChange() {
-  std::vector<double> ratios;
-  ratios.reserve(suspects_.size());
+  // What was measured before the change, speed-free: every later report at one of these sizes
+  // says what the new speed is (its time ÷ the old speed-free time there).
+  reference_.clear();
+  for (const SizeRecord& record : sizes_.Settled()) reference_[record.batch] = record.typical;
+  speed_estimates_.clear();
   for (const auto& [size, seconds] : suspects_) {
-    ratios.push_back(seconds / speed_ / sizes_.Find(size)->typical);
+    speed_estimates_.push_back(seconds / reference_.at(size));
   }
-  std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
   // The sizes that contradicted their history say by how much the speed changed; everything
-  // measured before is rescaled by that (it is kept in speed-free units), nothing is deleted.
-  speed_ *= ratios[ratios.size() / 2];
+  // measured before is rescaled by that (kept in speed-free units), nothing is deleted.
+  speed_ = Median(speed_estimates_);
   ++regime_;
+  sizes_.SetSpeed(regime_, speed_);
   for (const auto& [size, seconds] : suspects_) {
-    sizes_.Observe(size, seconds / speed_, regime_);
+    sizes_.Observe(size, seconds, regime_);
     AddPoint(size, seconds / speed_, 1.0);
     ++observations_;
   }
   suspects_.clear();
   suspect_side_ = 0;
   Refit();
+}
+
+void ComputeTimeModel::RefineSpeed(int size, double seconds) {
+  // Three reports confirm a change but size it only roughly (contention, noise); the speed
+  // factor keeps following the median of every comparison with what was measured before, up
+  // to kMaxSpeedEstimates of them, and the new regime's times are rescaled with it. A report
+  // compares with the nearest size measured before within ±10% (carried to its size by the
+  // line's shape): interpolation, never extrapolation.
+  if (reference_.empty() || speed_estimates_.size() >= kMaxSpeedEstimates) return;
+  const int reach = std::max(1, static_cast<int>(std::lround(0.1 * size)));
+  const auto above = reference_.lower_bound(size);
+  auto nearest = reference_.end();
+  if (above != reference_.end() && above->first - size <= reach) nearest = above;
+  if (above != reference_.begin()) {
+    const auto below = std::prev(above);
+    if (size - below->first <= reach &&
+        (nearest == reference_.end() || size - below->first < nearest->first - size)) {
+      nearest = below;
+    }
+  }
+  if (nearest == reference_.end()) return;
+  const double expected = nearest->second * line_.Seconds(size) / line_.Seconds(nearest->first);
+  speed_estimates_.push_back(seconds / expected);
+  speed_ = Median(speed_estimates_);
+  sizes_.SetSpeed(regime_, speed_);
 }
 
 std::vector<CostPoint> ComputeTimeModel::MeasuredCosts(const LinearCost& line) const {

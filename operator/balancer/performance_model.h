@@ -8,9 +8,12 @@
 //    declared only when a size already measured in the current regime contradicts its own
 //    history, `regime_change_run` reports in a row on the same side; one-off pauses are not;
 //  - a confirmed change moves s, which rescales every old measurement instead of deleting it;
-//    a size measured only in an older regime is replaced by its first new measurement.
+//    a size measured only in an older regime is replaced by its first new measurement, and
+//    every report at (or within ±10% of) a size measured before the change refines s (the
+//    median of what they imply), since three reports size a change only roughly.
 #pragma once
 
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -90,6 +93,9 @@ class ComputeTimeModel {
   // (0, then +1 per confirmed change).
   double speed_factor() const { return speed_; }
   int regime() const { return regime_; }
+  // How many reports the current speed factor rests on since the last confirmed change (the
+  // confirming ones included); 0 before any change.
+  int speed_evidence() const { return static_cast<int>(speed_estimates_.size()); }
   // The sizes measured, as kept (speed-free units: multiply by speed_factor()).
   const PerSizeTimes& sizes() const { return sizes_; }
   // The least batch worth giving this worker (per_size_times.h).
@@ -110,6 +116,7 @@ class ComputeTimeModel {
  private:
   void AddPoint(double batch, double speed_free_seconds, double weight);
   void ConfirmSpeedChange();
+  void RefineSpeed(int size, double seconds);
   void Refit();
   LinearCost Fit() const;
 
@@ -125,6 +132,11 @@ class ComputeTimeModel {
   int observations_ = 0;
   bool identified_ = false;
   std::vector<std::pair<int, double>> suspects_;  // (size, seconds), all on one side
+  // Since the last confirmed change: the speed-free times measured before it (by size) and
+  // the speed factors that reports at those sizes imply; speed_ is their median.
+  static constexpr std::size_t kMaxSpeedEstimates = 15;
+  std::map<int, double> reference_;
+  std::vector<double> speed_estimates_;
   int suspect_side_ = 0;
 };
 
