@@ -44,10 +44,12 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
   }
   const int size = SizeOf(batch);
   const double speed_free = seconds / speed_;
-  // Only a size measured in this regime has a history to contradict. Anywhere else a time
-  // off the line is news about g at that size, not about the worker's speed.
-  if (sizes_.SettledIn(size, regime_)) {
-    const double residual = speed_free / sizes_.Find(size)->typical - 1.0;
+  // Only a size measured in this regime has a history to contradict: the size itself, or one
+  // within ±10% of it carried over by the line's shape (interpolation, so a slowdown that
+  // coincides with a small move is still seen). Anywhere else a time off the line is news
+  // about g at that size, not about the worker's speed.
+  if (const std::optional<History> history = HistoryAt(size)) {
+    const double residual = speed_free / history->speed_free_seconds - 1.0;
     const double magnitude = std::abs(residual);
     const double threshold =
         std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual);
@@ -55,18 +57,20 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
       const int side = residual > 0.0 ? 1 : -1;
       if (side != suspect_side_) suspects_.clear();
       suspect_side_ = side;
-      suspects_.emplace_back(size, seconds);
+      suspects_.push_back({size, seconds, history->speed_free_seconds});
       if (static_cast<int>(suspects_.size()) < config_.regime_change_run) {
         return ObservationOutcome::kOutlier;
       }
       ConfirmSpeedChange();
       return ObservationOutcome::kRegimeChange;
     }
-    // Mean absolute deviation × 1.25 estimates a normal standard deviation; clipping the
-    // input keeps single spikes from inflating it. Measured against the size's own typical
-    // time, the noise is the timing's, not the line's misfit.
-    noise_ = std::max(config_.min_noise,
-                      0.95 * noise_ + 0.05 * 1.25 * std::min(magnitude, 3.0 * noise_));
+    if (history->exact) {
+      // Mean absolute deviation × 1.25 estimates a normal standard deviation; clipping the
+      // input keeps single spikes from inflating it. Measured against the size's own typical
+      // time, the noise is the timing's, not the line's misfit.
+      noise_ = std::max(config_.min_noise,
+                        0.95 * noise_ + 0.05 * 1.25 * std::min(magnitude, 3.0 * noise_));
+    }
     suspects_.clear();
     suspect_side_ = 0;
   }
@@ -97,23 +101,37 @@ void ComputeTimeModel::AddPoint(double batch, double speed_free_seconds, double 
   effective_observations_ = effective_observations_ * config_.forgetting + weight;
 }
 
+std::optional<ComputeTimeModel::History> ComputeTimeModel::HistoryAt(int size) const {
+  if (sizes_.SettledIn(size, regime_)) return History{sizes_.Find(size)->typical, true};
+  const int reach = std::max(1, static_cast<int>(std::lround(0.1 * size)));
+  std::optional<SizeRecord> nearest;
+  for (const SizeRecord& record : sizes_.Settled()) {
+    if (record.regime != regime_ || std::abs(record.batch - size) > reach) continue;
+    if (!nearest || std::abs(record.batch - size) < std::abs(nearest->batch - size)) {
+      nearest = record;
+    }
+  }
+  if (!nearest) return std::nullopt;
+  return History{nearest->typical * line_.Seconds(size) / line_.Seconds(nearest->batch), false};
+}
+
 void ComputeTimeModel::ConfirmSpeedChange() {
   // What was measured before the change, speed-free: every later report at one of these sizes
   // says what the new speed is (its time ÷ the old speed-free time there).
   reference_.clear();
   for (const SizeRecord& record : sizes_.Settled()) reference_[record.batch] = record.typical;
   speed_estimates_.clear();
-  for (const auto& [size, seconds] : suspects_) {
-    speed_estimates_.push_back(seconds / reference_.at(size));
+  for (const Suspect& suspect : suspects_) {
+    speed_estimates_.push_back(suspect.seconds / suspect.history_speed_free_seconds);
   }
   // The sizes that contradicted their history say by how much the speed changed; everything
   // measured before is rescaled by that (kept in speed-free units), nothing is deleted.
   speed_ = Median(speed_estimates_);
   ++regime_;
   sizes_.SetSpeed(regime_, speed_);
-  for (const auto& [size, seconds] : suspects_) {
-    sizes_.Observe(size, seconds, regime_);
-    AddPoint(size, seconds / speed_, 1.0);
+  for (const Suspect& suspect : suspects_) {
+    sizes_.Observe(suspect.size, suspect.seconds, regime_);
+    AddPoint(suspect.size, suspect.seconds / speed_, 1.0);
     ++observations_;
   }
   suspects_.clear();

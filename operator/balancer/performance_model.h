@@ -5,8 +5,9 @@
 //  - a time far off the line at a size not measured before is what the device does there (a
 //    minimum efficient batch, small-batch overheads): it updates g at that size, never s;
 //  - a change of speed (thermal throttling, a noisy neighbour, an emulated slowdown) is
-//    declared only when a size already measured in the current regime contradicts its own
-//    history, `regime_change_run` reports in a row on the same side; one-off pauses are not;
+//    declared only when a size already measured in the current regime (or within ±10% of
+//    one) contradicts that history, `regime_change_run` reports in a row on the same side;
+//    one-off pauses are not;
 //  - a confirmed change moves s, which rescales every old measurement instead of deleting it;
 //    a size measured only in an older regime is replaced by its first new measurement, and
 //    every report at (or within ±10% of) a size measured before the change refines s (the
@@ -14,6 +15,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -115,6 +117,14 @@ class ComputeTimeModel {
 
  private:
   void AddPoint(double batch, double speed_free_seconds, double weight);
+  // What this regime's history says `size` takes (speed-free): its own typical time when it
+  // was measured often enough in this regime (exact), else the nearest such size's within ±10%
+  // carried over by the line's shape; nullopt when neither exists.
+  struct History {
+    double speed_free_seconds = 0.0;
+    bool exact = false;
+  };
+  std::optional<History> HistoryAt(int size) const;
   void ConfirmSpeedChange();
   void RefineSpeed(int size, double seconds);
   void Refit();
@@ -131,7 +141,13 @@ class ComputeTimeModel {
   double noise_;
   int observations_ = 0;
   bool identified_ = false;
-  std::vector<std::pair<int, double>> suspects_;  // (size, seconds), all on one side
+  // A report that contradicts the history of its size, with what that history expected.
+  struct Suspect {
+    int size = 0;
+    double seconds = 0.0;
+    double history_speed_free_seconds = 0.0;
+  };
+  std::vector<Suspect> suspects_;  // all on one side
   // Since the last confirmed change: the speed-free times measured before it (by size) and
   // the speed factors that reports at those sizes imply; speed_ is their median.
   static constexpr std::size_t kMaxSpeedEstimates = 15;

@@ -117,6 +117,32 @@ TEST(ComputeTimeModel, FollowsARealTwofoldSlowdownAtAMeasuredSizeAfterThreeRepor
   EXPECT_NEAR(model.estimate().Seconds(200), 2 * truth.Seconds(200), 0.01 * truth.Seconds(200));
 }
 
+TEST(ComputeTimeModel, SeesASlowdownThatCoincidesWithASmallMoveToANewSize) {
+  // The plan moved the worker from 110 to 112 just as it slowed down: 112 was never measured,
+  // but 110 was, in this regime, and is within ±10%.
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model = MeasuredAt90And110(truth);
+  std::vector<ObservationOutcome> outcomes;
+  for (int i = 0; i < 3; ++i) outcomes.push_back(*model.Observe(112, 6 * truth.Seconds(112)));
+  EXPECT_EQ(outcomes.back(), ObservationOutcome::kRegimeChange);
+  EXPECT_NEAR(model.speed_factor(), 6.0, 0.1);
+}
+
+TEST(ComputeTimeModel, RefinesTheSpeedFactorWithReportsAfterTheChange) {
+  // The three confirming reports overstate the change (a contention spike each); the next
+  // reports at the same size bring the factor back to what they say.
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model = MeasuredAt90And110(truth);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(model.Observe(110, 2.2 * truth.Seconds(110)).ok());
+  ASSERT_EQ(model.regime(), 1);
+  ASSERT_NEAR(model.speed_factor(), 2.2, 1e-9);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(model.Observe(110, 2.0 * truth.Seconds(110)).ok());
+  EXPECT_NEAR(model.speed_factor(), 2.0, 1e-9);
+  EXPECT_EQ(model.speed_evidence(), 11);
+  // The new regime's times are rescaled with it: 110 is where it was measured.
+  EXPECT_NEAR(model.Seconds(110), 2.0 * truth.Seconds(110), 0.01 * truth.Seconds(110));
+}
+
 TEST(ComputeTimeModel, ATimeOffTheLineAtANewSizeUpdatesThatSizeNotTheSpeed) {
   // A device flat below a knee: batch 10 takes as long as batch 90, far above the line.
   const LinearCost truth{0.02, 0.001};
