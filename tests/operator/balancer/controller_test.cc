@@ -462,6 +462,13 @@ struct SlowdownRun {
   double efficiency_at_lift = 0.0;  // true η of the running split where the slowdown ends
   double efficiency_20_steps_after_lift = 0.0;
   std::vector<std::string> reasons;  // every plan change after the slowdown, for failures
+  // Each plan change during the slowdown that moved the slowed worker: (step, from, to).
+  struct Move {
+    int64_t step;
+    int from;
+    int to;
+  };
+  std::vector<Move> slowed_moves;
 };
 
 SlowdownRun SixfoldSlowdownOfTheFastestWorker(uint64_t seed) {
@@ -486,6 +493,8 @@ SlowdownRun SixfoldSlowdownOfTheFastestWorker(uint64_t seed) {
     }
     const int running = cluster.running()[0];
     const int planned = controller.plan().workers[0].batch;
+    if (changed && planned != planned_before)
+      run.slowed_moves.push_back({step, planned_before, planned});
     run.slowed_batch_rises += (running > running_before) + (planned > planned_before);
     running_before = running;
     planned_before = planned;
@@ -529,6 +538,24 @@ TEST(Controller, AfterASixfoldSlowdownTheSplitEndsWithin5PercentOfTheTrueOptimum
     SCOPED_TRACE("seed " + std::to_string(seed));
     const SlowdownRun run = SixfoldSlowdownOfTheFastestWorker(seed);
     EXPECT_GE(run.efficiency_at_lift, 0.95) << Joined(run.reasons);
+  }
+}
+
+TEST(Controller, EachPlanMovesTheSlowedWorkerAtMostHalfwayIntoSizesItNeverRan) {
+  // Trust region: below its batch at the slowdown the slowed worker never ran, so every plan
+  // may at most halve its batch. Dwell: a second move waits interval_steps (10).
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const SlowdownRun run = SixfoldSlowdownOfTheFastestWorker(seed);
+    ASSERT_FALSE(run.slowed_moves.empty());
+    for (std::size_t i = 0; i < run.slowed_moves.size(); ++i) {
+      const SlowdownRun::Move& move = run.slowed_moves[i];
+      EXPECT_GE(2 * move.to, move.from) << Joined(run.reasons);
+      if (i > 0) {
+        EXPECT_GE(move.step - run.slowed_moves[i - 1].step, 10) << Joined(run.reasons);
+      }
+    }
+    EXPECT_THAT(run.reasons.front(), HasSubstr("moves: fast"));
   }
 }
 
