@@ -450,7 +450,10 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
 }
 
 std::string Controller::DescribeMoves(const PlanRequest& request, const Plan& plan) const {
-  std::vector<std::string> moves;
+  // The biggest relative moves first, at most kDescribedMoves of them: an Event note holds
+  // 1 kB, and the moves that matter are the big ones.
+  constexpr std::size_t kDescribedMoves = 4;
+  std::vector<std::pair<double, std::string>> moves;
   for (std::size_t i = 0; i < workers_.size() && i < plan.workers.size(); ++i) {
     const int from = request.workers[i].current_batch;
     const int to = plan.workers[i].batch;
@@ -469,9 +472,18 @@ std::string Controller::DescribeMoves(const PlanRequest& request, const Plan& pl
                            : model.Seconds(micro_from, workers_[i].planning_cost),
                   micro_from, model.Seconds(micro_to, workers_[i].planning_cost), micro_to,
                   target_measured ? "measured near" : "extrapolated");
-    moves.emplace_back(move);
+    moves.emplace_back(std::abs(std::log((to + 1.0) / (from + 1.0))), move);
   }
-  return Join(moves);
+  std::stable_sort(moves.begin(), moves.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<std::string> described;
+  for (std::size_t i = 0; i < moves.size() && i < kDescribedMoves; ++i) {
+    described.push_back(moves[i].second);
+  }
+  if (moves.size() > kDescribedMoves) {
+    described.push_back(std::to_string(moves.size() - kDescribedMoves) + " smaller moves");
+  }
+  return Join(described);
 }
 
 void Controller::RecordMoves(const Plan& previous, const Plan& adopted, int64_t step) {

@@ -716,21 +716,45 @@ std::pair<std::vector<std::string>, double> JobSession::Releasable() const {
       steps_in_generation_ < 2 * static_cast<int64_t>(config_.interval_steps)) {
     return {};
   }
+  // Each worker as the balancer plans it, with its measured per-size costs: a worker that the
+  // line says cannot help may be fast where it actually runs (issue 25: the line through a
+  // slowed worker's big batches put its cost at batch 1 far above what it measured there).
   balancer::PlanRequest request;
   request.global_batch = config_.global_batch;
   request.tail_seconds = controller_.TailSeconds();
-  for (const std::string& pod : ranks_) {
-    const std::optional<balancer::LinearCost> cost = controller_.PlanningCost(pod);
-    if (!cost) return {};
-    request.workers.push_back(
-        {pod, cost->fixed_seconds, cost->seconds_per_sample, 0, config_.global_batch, 0});
+  // A worker is judged only on what it measured at the batch it runs, since its speed last
+  // changed: even if its time fell in proportion to the batch below that size (the most
+  // optimistic curve there is), one sample would have to take longer than the others' step.
+  // Anything else would release it on an extrapolation.
+  std::vector<std::optional<double>> one_sample_at_best;
+  for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
+    const std::string& pod = ranks_[rank];
+    std::optional<balancer::WorkerSpec> spec = controller_.PlanningSpec(pod);
+    const balancer::ComputeTimeModel* model = controller_.Model(pod);
+    if (!spec || model == nullptr) return {};
+    const int micro_batch = (batches_[rank] + accumulation_steps_ - 1) / accumulation_steps_;
+    const std::optional<balancer::SizeRecord> measured = model->sizes().Find(micro_batch);
+    one_sample_at_best.push_back(
+        measured && controller_.MeasuredInCurrentRegime(pod, micro_batch)
+            ? std::optional<double>(measured->typical * model->speed_factor() / micro_batch)
+            : std::nullopt);
+    spec->min_batch = 0;
+    spec->current_batch = 0;
+    request.workers.push_back(std::move(*spec));
   }
   Result<balancer::Plan> without_minimum =
       balancer::MakePlan(request, *balancer::MakePolicy(balancer::PolicyKind::kOptimal));
   if (!without_minimum.ok()) return {};
   std::vector<std::string> idle;
-  for (const balancer::WorkerAssignment& worker : without_minimum->workers) {
-    if (worker.batch == 0 && idle.size() < spare) idle.push_back(worker.id);
+  for (std::size_t i = 0; i < without_minimum->workers.size(); ++i) {
+    const balancer::WorkerAssignment& worker = without_minimum->workers[i];
+    if (worker.batch > 0) continue;
+    // The gain below assumes every idle worker goes: all must be judged.
+    if (!one_sample_at_best[i] ||
+        *one_sample_at_best[i] < without_minimum->step_seconds - request.tail_seconds) {
+      return {};
+    }
+    if (idle.size() < spare) idle.push_back(worker.id);
   }
   if (idle.empty()) return {};
   const double current = balancer::PredictStepSeconds(request, batches_, accumulation_steps_);

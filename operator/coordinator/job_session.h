@@ -134,7 +134,9 @@ class JobSession {
   void SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out);
   double IdealSamplesPerSecond() const;
   // Members the best split with no minimum batch leaves idle, if going on without them saves
-  // at least min_gain of the step time and leaves min_workers; and that saving.
+  // at least min_gain of the step time and leaves min_workers; and that saving. Judged on
+  // measured per-size costs, and only for members whose small batch was measured in their
+  // current speed regime (never on the line's extrapolation down to batch 1).
   std::pair<std::vector<std::string>, double> Releasable() const;
   Status CheckReportGeneration(int64_t generation) const;
 
