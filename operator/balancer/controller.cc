@@ -215,7 +215,7 @@ Status Controller::AddWorker(const WorkerInfo& info) {
   const LinearCost prior = PriorFor(speed);
   workers_.push_back(Worker{info, speed, ComputeTimeModel(prior, config_.fitter),
                             MemoryModel(memory, info.max_batch, config_.memory_headroom), 0, prior,
-                            std::nullopt, 0});
+                            std::nullopt, 0, false, std::nullopt});
   index_of_.emplace(info.id, workers_.size() - 1);
   std::erase(left_, info.id);
   joined_.push_back(info.id);
@@ -376,6 +376,25 @@ std::vector<int> Controller::DitheredBatches(const PlanRequest& request, int64_t
                         config_.dither_fraction, config_.dither_period_steps});
 }
 
+// How close the time measured where a truncated move landed must be to what the move
+// predicted there for the move to go on before the dwell ends: the model held on the way.
+constexpr double kContinuationTolerance = 0.1;
+
+bool Controller::MoveConfirmed(const Worker& worker) const {
+  if (!worker.continuation) return false;
+  const ComputeTimeModel& model = worker.compute;
+  if (!model.sizes().SettledIn(worker.continuation->micro_batch, model.regime())) return false;
+  const double measured =
+      model.sizes().Find(worker.continuation->micro_batch)->typical * model.speed_factor();
+  return std::abs(measured / worker.continuation->predicted_seconds - 1.0) <=
+         kContinuationTolerance;
+}
+
+bool Controller::ContinuationReady() const {
+  return std::any_of(workers_.begin(), workers_.end(),
+                     [&](const Worker& worker) { return MoveConfirmed(worker); });
+}
+
 bool Controller::SpeedChangeReady() const {
   // The reports that confirm a change size it roughly; a few more refine the speed factor
   // (performance_model.h) before the plan that follows it, which is then right the first time.
@@ -390,19 +409,30 @@ bool Controller::SpeedChangeReady() const {
 constexpr double kMeasuredTolerance = 0.1;
 
 std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t step,
-                                           std::string& damping) const {
+                                           std::string& damping,
+                                           std::vector<bool>& truncated) const {
   PlanRequest bounded = request;
   const int steps = plan_->accumulation_steps;
   std::vector<bool> limited(workers_.size(), false);
   std::vector<std::string> held;
+  // A truncated move confirmed where it landed validates the plan that made it: the workers
+  // that plan moved to make room may move again with it.
+  std::vector<int64_t> confirmed_plans;
+  for (const Worker& worker : workers_) {
+    if (MoveConfirmed(worker) && worker.moved_at_step) {
+      confirmed_plans.push_back(*worker.moved_at_step);
+    }
+  }
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     const Worker& worker = workers_[i];
     WorkerSpec& spec = bounded.workers[i];
     const int current = spec.current_batch;
     if (current <= 0 || current < spec.min_batch || current > spec.max_batch * steps) continue;
-    const bool dwelling = worker.moved_at_step &&
-                          step - *worker.moved_at_step < config_.interval_steps &&
-                          worker.compute.regime() == worker.regime_when_moved;
+    const bool dwelling =
+        worker.moved_at_step && step - *worker.moved_at_step < config_.interval_steps &&
+        worker.compute.regime() == worker.regime_when_moved &&
+        std::find(confirmed_plans.begin(), confirmed_plans.end(), *worker.moved_at_step) ==
+            confirmed_plans.end();
     if (dwelling) {
       // Per optimizer step the bounds are min_batch and max_batch·s; pinning the batch is
       // done in micro-batch units the planner scales back (current is a multiple when s = 1).
@@ -441,6 +471,7 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
     if (!bounded_plan.ok()) return std::nullopt;
     candidate = std::move(bounded_plan);
   }
+  truncated = limited;
   damping.clear();
   if (!trust.empty()) damping += "trust region x2/÷2: " + Join(trust);
   if (!held.empty()) {
@@ -521,11 +552,16 @@ Result<StepDecision> Controller::Decide(int64_t step) {
     if (previous) RecordMoves(*previous, *plan_, step);
     last_evaluation_step_ = step;
     decision.plan_changed = true;
-  } else if (step - last_evaluation_step_ >= config_.interval_steps || SpeedChangeReady()) {
+  } else if (step - last_evaluation_step_ >= config_.interval_steps || SpeedChangeReady() ||
+             ContinuationReady()) {
     last_evaluation_step_ = step;
-    for (Worker& worker : workers_) worker.speed_change_unplanned = false;
     std::string damping;
-    std::optional<Plan> candidate = DampedPlan(request, step, damping);
+    std::vector<bool> truncated;
+    std::optional<Plan> candidate = DampedPlan(request, step, damping, truncated);
+    for (Worker& worker : workers_) {
+      worker.speed_change_unplanned = false;
+      worker.continuation.reset();
+    }
     std::vector<int> current;
     for (const WorkerAssignment& assignment : plan_->workers) current.push_back(assignment.batch);
     const double current_seconds = PredictStepSeconds(request, current, plan_->accumulation_steps);
@@ -559,6 +595,14 @@ Result<StepDecision> Controller::Decide(int64_t step) {
       const Plan previous = *plan_;
       Adopt(std::move(*candidate), std::move(explained));
       RecordMoves(previous, *plan_, step);
+      // A move the trust region cut short may go on before the dwell ends, once the size it
+      // reached is measured and matches what the move predicted there (MoveConfirmed).
+      for (std::size_t i = 0; i < workers_.size() && i < truncated.size(); ++i) {
+        if (!truncated[i]) continue;
+        const int micro_batch = plan_->workers[i].micro_batch;
+        workers_[i].continuation = Worker::Continuation{
+            micro_batch, workers_[i].compute.Seconds(micro_batch, workers_[i].planning_cost)};
+      }
       decision.plan_changed = true;
     }
   }

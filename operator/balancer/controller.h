@@ -7,7 +7,10 @@
 //  - trust region: one plan moves a worker's batch by at most ×2 or ÷2, unless the target
 //    size (within ±10%) has been measured, where the cost is known rather than extrapolated;
 //  - dwell: a worker moved by a plan is not moved again within interval_steps, unless its
-//    speed changed again since (a new regime of its model).
+//    speed changed again since (a new regime of its model), or the move was one the trust
+//    region cut short and the size it reached has been measured to take what the move
+//    predicted there (the model held on the way, so the move goes on, and so may the
+//    workers that plan moved to make room).
 // A worker therefore reaches a small batch (its minimum, where it is pinned) only through
 // sizes measured on the way down. Each plan's reason names the moves and their evidence.
 #pragma once
@@ -131,12 +134,24 @@ class Controller {
     // evaluate as soon as the change is sized (SpeedChangeReady), not at the next interval
     // (the min_gain test still applies).
     bool speed_change_unplanned = false;
+    // The trust region cut this worker's last move short: where it landed and the time the
+    // move predicted there.
+    struct Continuation {
+      int micro_batch = 0;
+      double predicted_seconds = 0.0;
+    };
+    std::optional<Continuation> continuation;
   };
   bool SpeedChangeReady() const;
+  // The worker's truncated move landed where it was measured to take what the move predicted:
+  // the move may go on (the dwell does not hold it), and an evaluation is due.
+  bool MoveConfirmed(const Worker& worker) const;
+  bool ContinuationReady() const;
   // A candidate for a speed re-plan within the trust region and dwell (class comment);
   // `damping` says what held workers back. nullopt when no bounded plan exists.
-  std::optional<Plan> DampedPlan(const PlanRequest& request, int64_t step,
-                                 std::string& damping) const;
+  // `truncated`: per worker, whether the trust region limited its move.
+  std::optional<Plan> DampedPlan(const PlanRequest& request, int64_t step, std::string& damping,
+                                 std::vector<bool>& truncated) const;
   // "w0 64->32 (...)" for each worker the plan moves, with what the move rests on.
   std::string DescribeMoves(const PlanRequest& request, const Plan& plan) const;
 

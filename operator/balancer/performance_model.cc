@@ -121,12 +121,14 @@ void ComputeTimeModel::ConfirmSpeedChange() {
   reference_.clear();
   for (const SizeRecord& record : sizes_.Settled()) reference_[record.batch] = record.typical;
   speed_estimates_.clear();
+  speed_estimate_sizes_.clear();
   for (const Suspect& suspect : suspects_) {
     speed_estimates_.push_back(suspect.seconds / suspect.history_speed_free_seconds);
+    speed_estimate_sizes_.push_back(suspect.size);
   }
   // The sizes that contradicted their history say by how much the speed changed; everything
   // measured before is rescaled by that (kept in speed-free units), nothing is deleted.
-  speed_ = Median(speed_estimates_);
+  speed_ = SpeedFromEstimates();
   ++regime_;
   sizes_.SetSpeed(regime_, speed_);
   for (const Suspect& suspect : suspects_) {
@@ -160,8 +162,22 @@ void ComputeTimeModel::RefineSpeed(int size, double seconds) {
   if (nearest == reference_.end()) return;
   const double expected = nearest->second * line_.Seconds(size) / line_.Seconds(nearest->first);
   speed_estimates_.push_back(seconds / expected);
-  speed_ = Median(speed_estimates_);
+  speed_estimate_sizes_.push_back(size);
+  speed_ = SpeedFromEstimates();
   sizes_.SetSpeed(regime_, speed_);
+}
+
+double ComputeTimeModel::SpeedFromEstimates() const {
+  // A speed factor is multiplicative only roughly (contention an emulated slowdown does not
+  // scale, knees): where the worker runs now, with a few estimates there, is where plans need
+  // it right; until then, every estimate counts.
+  std::vector<double> here;
+  for (std::size_t i = 0; i < speed_estimates_.size(); ++i) {
+    if (speed_estimate_sizes_[i] == speed_estimate_sizes_.back()) {
+      here.push_back(speed_estimates_[i]);
+    }
+  }
+  return Median(here.size() >= kSpeedEstimatesAtOneSize ? here : speed_estimates_);
 }
 
 std::vector<CostPoint> ComputeTimeModel::MeasuredCosts(const LinearCost& line) const {

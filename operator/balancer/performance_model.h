@@ -127,6 +127,9 @@ class ComputeTimeModel {
   std::optional<History> HistoryAt(int size) const;
   void ConfirmSpeedChange();
   void RefineSpeed(int size, double seconds);
+  // The median of the speed estimates at the size of the latest one when it has
+  // kSpeedEstimatesAtOneSize of them, else of all.
+  double SpeedFromEstimates() const;
   void Refit();
   LinearCost Fit() const;
 
@@ -151,8 +154,10 @@ class ComputeTimeModel {
   // Since the last confirmed change: the speed-free times measured before it (by size) and
   // the speed factors that reports at those sizes imply; speed_ is their median.
   static constexpr std::size_t kMaxSpeedEstimates = 15;
+  static constexpr std::size_t kSpeedEstimatesAtOneSize = 3;
   std::map<int, double> reference_;
   std::vector<double> speed_estimates_;
+  std::vector<int> speed_estimate_sizes_;  // the size each estimate was measured at
   int suspect_side_ = 0;
 };
 
