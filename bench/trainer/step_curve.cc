@@ -133,9 +133,16 @@ int Run(std::vector<std::string> args) {
   std::vector<int64_t> all(static_cast<std::size_t>(curve->batches.back()));
   std::iota(all.begin(), all.end(), 0);
   const fulcrum::trainer::Batch data = (*dataset)->Get(all);
-  const torch::Tensor inputs = data.inputs.to(compute.device());
-  const torch::Tensor targets = data.targets.to(compute.device());
-  std::vector<torch::Tensor> parameters = (*model)->Parameters();
+  // Synthetic data: field 0 is the input, field 1 the label.
+  const torch::Tensor inputs = data.fields.at(0).to(compute.device());
+  const torch::Tensor targets = data.fields.at(1).to(compute.device());
+  if (fulcrum::Status bound = (*model)->Bind((*dataset)->fields(), {.input = 0, .label = 1});
+      !bound.ok()) {
+    std::cerr << "fulcrum-step-curve: " << bound.error().ToString() << "\n";
+    return 2;
+  }
+  std::vector<torch::Tensor> parameters;
+  for (const auto& parameter : (*model)->NamedParameters()) parameters.push_back(parameter.tensor);
 
   nlohmann::json points = nlohmann::json::array();
   std::vector<std::pair<int, double>> medians;
@@ -149,7 +156,7 @@ int Run(std::vector<std::string> args) {
         for (torch::Tensor& parameter : parameters) parameter.mutable_grad() = torch::Tensor();
         compute.StartCompute();
         torch::nn::functional::cross_entropy(
-            (*model)->Forward(x), y,
+            (*model)->Forward({x}).toTensor(), y,
             torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
             .backward();
         const double elapsed = compute.FinishComputeSeconds();

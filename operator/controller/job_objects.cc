@@ -197,6 +197,8 @@ std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls) {
   if (job.nesterov) add({"--nesterov", "true"});
   if (job.weight_decay > 0) add({"--weight-decay", Number(job.weight_decay)});
   if (job.gradient_clip_norm) add({"--clip-grad-norm", Number(*job.gradient_clip_norm)});
+  if (job.precision != "fp32") add({"--precision", job.precision});
+  if (job.channels_last) add({"--channels-last", "true"});
   if (!job.schedule.kind.empty()) add({"--lr-schedule", job.schedule.kind});
   if (job.schedule.warmup_steps > 0)
     add({"--warmup-steps", std::to_string(job.schedule.warmup_steps)});
@@ -205,6 +207,15 @@ std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls) {
   if (job.schedule.gamma) add({"--lr-gamma", Number(*job.schedule.gamma)});
   if (!job.checkpoint_path.empty()) add({"--checkpoint-dir", job.checkpoint_path});
   if (job.checkpoint_every > 0) add({"--checkpoint-every", std::to_string(job.checkpoint_every)});
+  if (!job.init_from.empty()) add({"--init-from", job.init_from});
+  if (!job.output_path.empty()) add({"--output-dir", job.output_path});
+  if (!job.evaluation.dataset.empty()) {
+    add({"--eval-dataset", job.evaluation.dataset});
+    if (job.evaluation.every_steps > 0)
+      add({"--eval-every", std::to_string(job.evaluation.every_steps)});
+    if (job.evaluation.batch_size > 0)
+      add({"--eval-batch-size", std::to_string(job.evaluation.batch_size)});
+  }
   args.insert(args.end(), job.args.begin(), job.args.end());
   return args;
 }

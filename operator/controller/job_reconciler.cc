@@ -387,6 +387,7 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   JobState state;
   state.observed_generation = spec.generation;
   state.min_workers = spec.min_replicas;
+  state.output_path = spec.output_path;
   state.suspended = spec.suspend;
   state.failures = world.failures;
   state.released = released;

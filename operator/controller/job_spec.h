@@ -67,6 +67,8 @@ struct JobSpec {
   bool nesterov = false;
   double weight_decay = 0.0;
   std::optional<double> gradient_clip_norm;
+  std::string precision = "fp32";
+  bool channels_last = false;
   // training.schedule; kind empty when absent.
   struct Schedule {
     std::string kind;
@@ -78,6 +80,14 @@ struct JobSpec {
 
   std::string checkpoint_path;
   int64_t checkpoint_every = 0;
+  std::string init_from;    // spec.initFrom.path: weights of step 0
+  std::string output_path;  // spec.output.path: where model.pt and model.json go
+  // spec.evaluation; dataset empty when absent.
+  struct Evaluation {
+    std::string dataset;
+    int64_t every_steps = 0;
+    int batch_size = 0;
+  } evaluation;
   bool suspend = false;
   int backoff_limit = 3;
   std::optional<int64_t> active_deadline_seconds;

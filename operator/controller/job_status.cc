@@ -3,6 +3,7 @@
 #include <absl/time/time.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace fulcrum::controller {
 namespace {
@@ -168,6 +169,29 @@ nlohmann::json BuildJobStatus(const JobState& state,
                                {"predictedGain", training.last_rebalance.predicted_gain}};
   } else if (previous.is_object() && previous.contains("lastRebalance")) {
     status["lastRebalance"] = previous["lastRebalance"];  // from before an operator restart
+  }
+  if (std::isfinite(training.training_loss)) {
+    status["trainingLoss"] = training.training_loss;
+  } else if (previous.is_object() && previous.contains("trainingLoss")) {
+    status["trainingLoss"] = previous["trainingLoss"];
+  }
+  if (const coordinator::EvaluationSnapshot& evaluation = training.last_evaluation;
+      evaluation.step >= 0) {
+    const std::chrono::system_clock::time_point heard{
+        std::chrono::milliseconds(static_cast<int64_t>(evaluation.unix_seconds * 1000.0))};
+    status["lastEvaluation"] = {{"step", evaluation.step},
+                                {"loss", evaluation.loss},
+                                {"samples", evaluation.samples},
+                                {"seconds", evaluation.seconds},
+                                {"time", Rfc3339(heard)}};
+    if (evaluation.accuracy) status["lastEvaluation"]["accuracy"] = *evaluation.accuracy;
+  } else if (previous.is_object() && previous.contains("lastEvaluation")) {
+    status["lastEvaluation"] = previous["lastEvaluation"];  // from before an operator restart
+  }
+  if (state.succeeded && !state.output_path.empty()) {
+    // Rank 0 writes both before it exits 0, and the job succeeds only after every worker did.
+    status["output"] = {{"model", state.output_path + "/model.pt"},
+                        {"metadata", state.output_path + "/model.json"}};
   }
   if (!state.start_time.empty()) status["startTime"] = state.start_time;
   if (!state.completion_time.empty()) status["completionTime"] = state.completion_time;

@@ -54,6 +54,7 @@ struct JobState {
   int min_workers = 1;
   std::string start_time{};       // RFC 3339: when the first pods were created
   std::string completion_time{};  // RFC 3339: when the job Succeeded or Failed
+  std::string output_path{};      // spec.output.path: named in status once Succeeded
   std::vector<WorkerFailure> failures{};
   std::vector<ReleasedWorker> released{};
 };

@@ -479,6 +479,9 @@ Status CoordinatorService::Dispatch(Job& job, const std::string& pod,
         status = job.session.Rejoin(pod, message.rejoin(), now);
       }
       break;
+    case fulcrum::v1::TrainerMessage::kEvaluation:
+      status = job.session.Evaluated(pod, message.evaluation(), now);
+      break;
     case fulcrum::v1::TrainerMessage::kHello:
       status = InvalidArgument("hello", "a Session says Hello once; open a new stream to rejoin");
       break;

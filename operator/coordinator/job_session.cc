@@ -485,6 +485,33 @@ Status JobSession::CheckReportGeneration(int64_t generation) const {
   return Ok();
 }
 
+Status JobSession::Evaluated(std::string_view pod, const fulcrum::v1::Evaluation& evaluation,
+                             Clock::time_point now) {
+  Member* member = Find(pod);
+  if (member == nullptr) return MakeError(ErrorCode::kNotFound, "not a member: say Hello first");
+  Heard(*member, now);
+  if (Status status = CheckCounter(evaluation.step(), "evaluation.step"); !status.ok())
+    return status;
+  if (Status status = CheckCounter(evaluation.samples(), "evaluation.samples"); !status.ok())
+    return status;
+  if (Status status = CheckFinite(evaluation.seconds(), "evaluation.seconds"); !status.ok())
+    return status;
+  if (evaluation.has_accuracy() && !(evaluation.accuracy() >= 0.0 && evaluation.accuracy() <= 1.0))
+    return InvalidArgument("evaluation.accuracy", "must be in [0, 1]");
+  if (evaluation.step() < last_evaluation_.step) return Ok();  // an older one, late
+  last_evaluation_ = EvaluationSnapshot{
+      .step = evaluation.step(),
+      .loss = evaluation.loss(),
+      .accuracy =
+          evaluation.has_accuracy() ? std::optional<double>(evaluation.accuracy()) : std::nullopt,
+      .samples = evaluation.samples(),
+      .seconds = evaluation.seconds(),
+      .unix_seconds =
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count()};
+  return Ok();
+}
+
 Status JobSession::Report(std::string_view pod, const fulcrum::v1::StepReport& report,
                           Clock::time_point now, Outbox& out) {
   Member* member = Find(pod);
@@ -497,6 +524,7 @@ Status JobSession::Report(std::string_view pod, const fulcrum::v1::StepReport& r
   if (report.generation() < membership_generation_ || member->rank < 0) return Ok();
   if (Status status = CheckReportClaims(*member, report); !status.ok()) return status;
   member->last_report = report;
+  if (std::isfinite(report.global_loss())) training_loss_ = report.global_loss();
   if (report.step_seconds() > 0.0) {
     const double fraction =
         std::clamp(report.data_wait_seconds() / report.step_seconds(), 0.0, 1.0);
@@ -810,6 +838,8 @@ JobSessionSnapshot JobSession::Snapshot() const {
   snapshot.plan = batches_;
   snapshot.plan_changes = controller_.plan_changes();
   snapshot.last_rebalance = last_rebalance_;
+  snapshot.last_evaluation = last_evaluation_;
+  snapshot.training_loss = training_loss_;
   snapshot.measured_samples_per_second = samples_per_second_average_;
 
   for (const auto& [pod, member] : members_) {

@@ -80,6 +80,9 @@ class JobSession {
   Status Heartbeat(std::string_view pod, const fulcrum::v1::Heartbeat& heartbeat,
                    Clock::time_point now);
   Status Rejoin(std::string_view pod, const fulcrum::v1::Rejoin& rejoin, Clock::time_point now);
+  // Rank 0's result of the job's evaluation; kept for status (the newest step wins).
+  Status Evaluated(std::string_view pod, const fulcrum::v1::Evaluation& evaluation,
+                   Clock::time_point now);
   // Timeouts and pending generations. Returns the pods whose streams must be closed because
   // they stopped sending (heartbeat timeout).
   std::vector<std::string> Tick(Clock::time_point now, Outbox& out);
@@ -171,6 +174,8 @@ class JobSession {
   // attempts in a row failed.
   std::string formation_error_;
   int formation_failures_ = 0;
+  EvaluationSnapshot last_evaluation_;
+  double training_loss_ = std::numeric_limits<double>::quiet_NaN();
 
   std::map<int64_t, std::set<std::string>> reporters_by_step_;
   int64_t completed_step_ = -1;

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,16 @@ struct RebalanceSnapshot {
   double predicted_gain = 0.0;  // fraction of step time saved, for speed rebalances
 };
 
+// The job's last evaluation (rank 0's Evaluation message); step -1: none yet.
+struct EvaluationSnapshot {
+  int64_t step = -1;
+  double loss = 0.0;               // mean over the evaluation set
+  std::optional<double> accuracy;  // top-1, where the label is a class
+  int64_t samples = 0;
+  double seconds = 0.0;       // how long it took
+  double unix_seconds = 0.0;  // when the coordinator heard of it
+};
+
 struct JobSessionSnapshot {
   std::string name;
   std::string policy;
@@ -62,6 +74,8 @@ struct JobSessionSnapshot {
   // many attempts in a row failed; the session keeps retrying with back-off.
   std::string formation_error;
   int formation_failures = 0;
+  EvaluationSnapshot last_evaluation;
+  double training_loss = std::numeric_limits<double>::quiet_NaN();  // last step, global mean
 };
 
 nlohmann::json ToJson(const JobSessionSnapshot& job);

@@ -98,6 +98,9 @@ TEST_F(CrdValidation, ImmutableFieldsCannotChangeWhileLiveFieldsCan) {
       {R"({"spec":{"training":{"gradientClipNorm":1.0}}})",
        "training.gradientClipNorm is immutable"},
       {R"({"spec":{"training":{"schedule":{"kind":"cosine"}}}})", "training.schedule is immutable"},
+      {R"({"spec":{"initFrom":{"path":"/models/base/model.pt"}}})", "initFrom is immutable"},
+      {R"({"spec":{"training":{"precision":"bf16"}}})", "training.precision is immutable"},
+      {R"({"spec":{"output":{"path":"/models/out"}}})", "output is immutable"},
   };
   for (const auto& [json, message] : immutable) {
     const CommandResult result = patch(json);

@@ -688,6 +688,55 @@ TEST_F(OperatorE2E, APackedImageFolderTrainsForItsEpochsToSucceeded) {
   }
 }
 
+// The user guide's own-model example (crds/examples/own-model.yaml): a scripted module with two
+// named inputs and its own loss, AdamW with warmup and cosine decay, an evaluation every 20
+// steps, trains to Succeeded; status and `kubectl get htj` show the last evaluation's accuracy,
+// and the written model.pt scores exactly that accuracy on the held-out set in Python.
+TEST_F(OperatorE2E, TheOwnModelExampleEvaluatesAndWritesAModelThatScoresTheSameInPython) {
+  const std::string directory = (checkpoints_->path() / "own-model").string();
+  const CommandResult made = fulcrum::testing::RunShell(
+      "PYTHONPATH=" + ShellQuote(SourcePath("python")) + " /usr/bin/python3 " +
+      ShellQuote(SourcePath("docs/examples/text_classifier.py")) + " " + ShellQuote(directory) +
+      " 2>&1");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  json job = Example("own-model.yaml");
+  job["spec"]["model"]["torchScriptPath"] = directory + "/model.pt";
+  job["spec"]["dataset"]["packed"]["path"] = directory + "/data";
+  job["spec"]["evaluation"]["dataset"] = directory + "/heldout";
+  job["spec"]["output"]["path"] = directory + "/trained";
+  Apply(job);
+  ASSERT_TRUE(WaitForPhase("own-model", "Succeeded", 300s)) << Describe("own-model");
+  const json status = Status("own-model");
+  ASSERT_TRUE(status.contains("lastEvaluation")) << status.dump();
+  const json& evaluation = status["lastEvaluation"];
+  EXPECT_EQ(evaluation["step"], status["step"]) << "the final evaluation is at the last step";
+  EXPECT_EQ(evaluation["samples"], 512);
+  const double accuracy = evaluation.value("accuracy", -1.0);
+  EXPECT_GT(accuracy, 0.7) << status.dump();
+  EXPECT_TRUE(status.contains("trainingLoss")) << status.dump();
+  EXPECT_EQ(status["output"]["model"], directory + "/trained/model.pt");
+  EXPECT_EQ(status["output"]["metadata"], directory + "/trained/model.json");
+  const CommandResult listed = Kubectl("get htj own-model");
+  EXPECT_NE(listed.output.find("ACCURACY"), std::string::npos) << listed.output;
+
+  const std::string score = R"(
+import sys
+import numpy as np, torch
+directory = sys.argv[1]
+model = torch.jit.load(directory + "/trained/model.pt")
+model.eval()
+fields = {n: torch.from_numpy(np.load(f"{directory}/heldout/{n}.npy"))
+          for n in ["input_ids", "attention_mask", "label"]}
+with torch.no_grad():
+    predicted = model(fields["input_ids"], fields["attention_mask"]).argmax(1)
+print(repr((predicted == fields["label"]).sum().item() / len(predicted)))
+)";
+  const CommandResult python = fulcrum::testing::RunShell(
+      "/usr/bin/python3 -c " + ShellQuote(score) + " " + ShellQuote(directory) + " 2>&1");
+  ASSERT_EQ(python.exit_code, 0) << python.output;
+  EXPECT_EQ(std::stod(python.output), accuracy) << python.output;
+}
+
 // A job whose packed dataset is broken fails at once with the trainer's reason (the file and the
 // field), instead of its pods being replaced until backoffLimit.
 TEST_F(OperatorE2E, AJobWhoseDatasetIsRefusedFailsAtOnceNamingTheFile) {

@@ -12,22 +12,29 @@
 #include <cstring>
 
 #include "tests/trainer_image/data/packed_dataset_writer.h"
+#include "tests/trainer_image/harness/checkpoint_reader.h"
+#include "tests/trainer_image/harness/contract_models.h"
 #include "tests/trainer_image/harness/local_job.h"
 
 namespace fulcrum::testing {
 namespace {
 
-constexpr std::size_t kCheckpointPrefixBytes = 16 + 8 + 16;  // magic, length, step + cursor
+std::optional<Checkpoint> FinalCheckpoint(const std::string& directory) {
+  return ReadCheckpointFile(directory + "/checkpoint-000000000020.bin");
+}
 
-std::vector<float> FinalParameters(const std::string& directory, const std::string& log) {
-  const auto started = ReadJsonLines(log, "started");
-  if (started.empty()) return {};
-  const std::size_t count = started.front()["parameters"];
-  const std::string bytes = ReadFile(directory + "/checkpoint-000000000020.bin");
-  if (bytes.size() < kCheckpointPrefixBytes + count * sizeof(float)) return {};
-  std::vector<float> parameters(count);
-  std::memcpy(parameters.data(), bytes.data() + kCheckpointPrefixBytes, count * sizeof(float));
-  return parameters;
+// Every parameter after step 20, read from the checkpoint by its documented format.
+std::vector<float> FinalParameters(const std::string& directory) {
+  const std::optional<Checkpoint> checkpoint = FinalCheckpoint(directory);
+  if (!checkpoint) return {};
+  return checkpoint->Floats("parameter");
+}
+
+const CheckpointTensor* Find(const Checkpoint& checkpoint, const std::string& name) {
+  for (const CheckpointTensor& tensor : checkpoint.tensors) {
+    if (tensor.name == name) return &tensor;
+  }
+  return nullptr;
 }
 
 double MaxDifference(const std::vector<float>& expected, const std::vector<float>& actual) {
@@ -52,6 +59,34 @@ std::vector<std::string> StaticTrainer(const std::string& directory, int rank, i
           "--bucket-elements", "1024"};
 }
 
+// Every rank ends bit-identical: parameters, and buffers (BatchNorm statistics) too.
+void ExpectRanksBitIdentical(const std::string& directory, int ranks) {
+  std::set<std::string> checksums, model_checksums;
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (const auto& line :
+         ReadJsonLines(directory + "/rank" + std::to_string(rank) + ".log", "finished")) {
+      checksums.insert(line["checksum"].get<std::string>());
+      model_checksums.insert(line["model_checksum"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(checksums.size(), 1u);
+  EXPECT_EQ(model_checksums.size(), 1u);
+}
+
+void StartRanks(const std::string& directory, const std::vector<std::string>& extra) {
+  const int port = FreeLoopbackPort();
+  std::vector<ChildProcess> ranks;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::vector<std::string> args = StaticTrainer(directory, rank, 3, port, "3,5,8");
+    args.insert(args.end(), extra.begin(), extra.end());
+    ranks.emplace_back(args, directory + "/rank" + std::to_string(rank) + ".log");
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_EQ(ranks[static_cast<std::size_t>(rank)].Wait(std::chrono::seconds(120)), 0)
+        << ReadFile(directory + "/rank" + std::to_string(rank) + ".log");
+  }
+}
+
 // Trains 1 rank with batch 16 and 3 ranks with {3, 5, 8}, each with `extra` flags, and expects
 // the same parameters at the end, bit-identical ranks, and buckets all-reduced during backward.
 // `multi_directory`, if given, is set to the 3 ranks' directory (logs rank0.log ...).
@@ -70,20 +105,10 @@ void ExpectThreeRanksMatchOne(const std::string& name, const std::vector<std::st
     ChildProcess one(trainer(single, 0, 1, FreeLoopbackPort(), "16"), single + "/rank0.log");
     ASSERT_EQ(one.Wait(std::chrono::seconds(120)), 0) << ReadFile(single + "/rank0.log");
   }
-  {
-    const int port = FreeLoopbackPort();
-    std::vector<ChildProcess> ranks;
-    for (int rank = 0; rank < 3; ++rank) {
-      ranks.emplace_back(trainer(multi, rank, 3, port, "3,5,8"),
-                         multi + "/rank" + std::to_string(rank) + ".log");
-    }
-    for (int rank = 0; rank < 3; ++rank) {
-      ASSERT_EQ(ranks[static_cast<std::size_t>(rank)].Wait(std::chrono::seconds(120)), 0)
-          << ReadFile(multi + "/rank" + std::to_string(rank) + ".log");
-    }
-  }
-  const std::vector<float> expected = FinalParameters(single, single + "/rank0.log");
-  const std::vector<float> actual = FinalParameters(multi, multi + "/rank0.log");
+  StartRanks(multi, extra);
+  if (::testing::Test::HasFatalFailure()) return;
+  const std::vector<float> expected = FinalParameters(single);
+  const std::vector<float> actual = FinalParameters(multi);
   ASSERT_FALSE(expected.empty());
   ASSERT_EQ(actual.size(), expected.size());
   EXPECT_LT(MaxDifference(expected, actual), 1e-5);
@@ -93,15 +118,7 @@ void ExpectThreeRanksMatchOne(const std::string& name, const std::vector<std::st
   ASSERT_FALSE(steps.empty());
   for (const auto& step : steps) EXPECT_GE(step["overlapped_buckets"].get<int>(), 1) << step;
 
-  // Every rank ends bit-identical.
-  std::set<std::string> checksums;
-  for (int rank = 0; rank < 3; ++rank) {
-    for (const auto& line :
-         ReadJsonLines(multi + "/rank" + std::to_string(rank) + ".log", "finished")) {
-      checksums.insert(line["checksum"].get<std::string>());
-    }
-  }
-  EXPECT_EQ(checksums.size(), 1u);
+  ExpectRanksBitIdentical(multi, 3);
 }
 
 TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneTrainerWithTheGlobalBatch) {
@@ -157,6 +174,143 @@ TEST(TrainerEquivalence, ThreeUnequalBatchesMatchOneOnAPackedImageDatasetWithTra
                             "--random-crop-padding", "1", "--horizontal-flip", "true"});
 }
 
+// The model contract (docs/user-guide.md): forward takes two named fields of a packed dataset
+// (token ids, a mask), the module's own loss method sums over the batch, and its embedding is
+// frozen. AdamW with weight decay, warmup and cosine decay, and clipping that clips.
+TEST(TrainerEquivalence, ThreeRanksMatchOneWithNamedInputsAnOwnLossAndAFrozenLayer) {
+  const std::string& models = ContractModels();
+  ASSERT_FALSE(models.empty());
+  std::string multi;
+  ExpectThreeRanksMatchOne(
+      "equivalence-contract",
+      {"--model", "torchscript", "--torchscript", models + "/two_inputs.pt", "--dataset",
+       models + "/data", "--optimizer", "adamw", "--lr", "0.05", "--weight-decay", "0.05",
+       "--clip-grad-norm", "0.3", "--lr-schedule", "cosine", "--warmup-steps", "5"},
+      &multi);
+  const auto steps = ReadJsonLines(multi + "/rank0.log", "step");
+  ASSERT_FALSE(steps.empty());
+  EXPECT_TRUE(steps.front()["clipped"].get<bool>()) << steps.front();
+  const auto started = ReadJsonLines(multi + "/rank0.log", "started");
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(started.front()["frozen_parameters"], 1);
+  EXPECT_TRUE(started.front()["custom_loss"].get<bool>());
+  // The frozen embedding is exactly what the module was saved with: 0.01 * arange.
+  const std::optional<Checkpoint> checkpoint = FinalCheckpoint(multi);
+  ASSERT_TRUE(checkpoint);
+  const CheckpointTensor* embedding = Find(*checkpoint, "embed.weight");
+  ASSERT_NE(embedding, nullptr);
+  const std::vector<float> values = embedding->AsFloats();
+  ASSERT_EQ(values.size(), 160u);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    ASSERT_EQ(values[i], 0.01f * static_cast<float>(i)) << i;
+  // Neither all-reduced nor updated: no optimizer state for it.
+  EXPECT_EQ(Find(*checkpoint, "exp_avg/embed.weight"), nullptr);
+  EXPECT_NE(Find(*checkpoint, "exp_avg/hidden.weight"), nullptr);
+}
+
+TEST(TrainerEquivalence, ThreeRanksMatchOneWhenForwardTakesOneDictOfFields) {
+  const std::string& models = ContractModels();
+  ASSERT_FALSE(models.empty());
+  ExpectThreeRanksMatchOne("equivalence-dict",
+                           {"--model", "torchscript", "--torchscript", models + "/dict_input.pt",
+                            "--dataset", models + "/data", "--lr", "0.1"});
+}
+
+// BatchNorm normalises by each rank's own batch, as DDP does (no SyncBatchNorm), so 3 ranks do
+// not equal 1; but the running statistics are averaged weighted by b_i every step, so the
+// ranks stay bit-identical, buffers included, and the statistics move.
+TEST(TrainerEquivalence, ThreeRanksOfABatchNormModelStayBitIdenticalBuffersIncluded) {
+  const std::string& models = ContractModels();
+  ASSERT_FALSE(models.empty());
+  const std::string multi = FreshDirectory("equivalence-batchnorm");
+  StartRanks(multi, {"--model", "torchscript", "--torchscript", models + "/batchnorm.pt",
+                     "--dataset", models + "/data", "--lr", "0.1"});
+  if (HasFatalFailure()) return;
+  ExpectRanksBitIdentical(multi, 3);
+  const std::optional<Checkpoint> checkpoint = FinalCheckpoint(multi);
+  ASSERT_TRUE(checkpoint);
+  const CheckpointTensor* running_mean = Find(*checkpoint, "norm.running_mean");
+  ASSERT_NE(running_mean, nullptr);
+  EXPECT_EQ(running_mean->group, "buffer");
+  double moved = 0.0;
+  for (float value : running_mean->AsFloats()) moved += std::abs(value);
+  EXPECT_GT(moved, 0.0);
+  const CheckpointTensor* tracked = Find(*checkpoint, "norm.num_batches_tracked");
+  ASSERT_NE(tracked, nullptr);
+  int64_t batches = 0;
+  std::memcpy(&batches, tracked->bytes.data(), sizeof batches);
+  EXPECT_EQ(batches, 20);  // one per step on every rank
+}
+
+// float16 with dynamic loss scaling, started at a scale that overflows: the overflowing steps
+// are skipped by every rank alike (the decision is taken from the all-reduced gradient every rank
+// holds), the scale halves until it fits, and 3 ranks still match 1. On a CPU the computation
+// stays float32 (libtorch's CPU autocast has no float16): what is tested is the scaling.
+TEST(TrainerEquivalence, ThreeRanksMatchOneWithLossScalingThroughAnOverflow) {
+  std::string multi;
+  ExpectThreeRanksMatchOne("equivalence-fp16",
+                           {"--precision", "fp16", "--initial-loss-scale", "3e38"}, &multi);
+  std::set<std::vector<int64_t>> skipped_steps;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::vector<int64_t> steps;
+    for (const auto& line :
+         ReadJsonLines(multi + "/rank" + std::to_string(rank) + ".log",
+                       "gradient overflow: the update is skipped on every rank, the loss scale "
+                       "halved")) {
+      steps.push_back(line["step"].get<int64_t>());
+    }
+    EXPECT_FALSE(steps.empty()) << "rank " << rank << " saw no overflow";
+    skipped_steps.insert(steps);
+  }
+  EXPECT_EQ(skipped_steps.size(), 1u) << "ranks skipped different steps";
+}
+
+// The CNN has BatchNorm, so 3 ranks are compared with 3 (same splits), not with 1: channels_last
+// changes the convolution kernels, not the training, and the ranks stay bit-identical.
+TEST(TrainerEquivalence, ChannelsLastConvolutionsTrainAsContiguousOnesOnThreeRanks) {
+  const std::vector<std::string> cnn = {"--model", "cnn", "--image-size", "8", "--hidden", "8"};
+  std::vector<std::string> nhwc = cnn;
+  nhwc.insert(nhwc.end(), {"--channels-last", "true"});
+  const std::string contiguous = FreshDirectory("equivalence-nchw");
+  const std::string channels_last = FreshDirectory("equivalence-nhwc");
+  StartRanks(contiguous, cnn);
+  StartRanks(channels_last, nhwc);
+  if (HasFatalFailure()) return;
+  ExpectRanksBitIdentical(channels_last, 3);
+  const std::vector<float> expected = FinalParameters(contiguous);
+  const std::vector<float> actual = FinalParameters(channels_last);
+  ASSERT_FALSE(expected.empty());
+  ASSERT_EQ(actual.size(), expected.size());
+  EXPECT_LT(MaxDifference(expected, actual), 1e-5);
+}
+
+// One rank, the small CNN, 20 steps: bfloat16 autocast ends within 0.05 of float32 in every
+// parameter (measured 0.022); float16's loss scaling with a power-of-two scale is exact on a
+// CPU's float32 compute; channels_last within 1e-5 (other convolution kernels).
+TEST(TrainerEquivalence, MixedPrecisionEndsWithinAStatedToleranceOfFloat32) {
+  auto train = [](const std::string& name, const std::vector<std::string>& extra) {
+    const std::string directory = FreshDirectory(name);
+    std::vector<std::string> args = StaticTrainer(directory, 0, 1, FreeLoopbackPort(), "16");
+    args.insert(args.end(), {"--model", "cnn", "--image-size", "8", "--hidden", "8"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    ChildProcess one(args, directory + "/rank0.log");
+    EXPECT_EQ(one.Wait(std::chrono::seconds(120)), 0) << ReadFile(directory + "/rank0.log");
+    return FinalParameters(directory);
+  };
+  const std::vector<float> float32 = train("precision-fp32", {});
+  const std::vector<float> bfloat16 = train("precision-bf16", {"--precision", "bf16"});
+  const std::vector<float> float16 = train("precision-fp16", {"--precision", "fp16"});
+  const std::vector<float> channels_last = train("precision-nhwc", {"--channels-last", "true"});
+  ASSERT_FALSE(float32.empty());
+  for (const auto* other : {&bfloat16, &float16, &channels_last})
+    ASSERT_EQ(other->size(), float32.size());
+  const double bfloat16_difference = MaxDifference(float32, bfloat16);
+  EXPECT_GT(bfloat16_difference, 0.0) << "bfloat16 autocast changed nothing: not engaged?";
+  EXPECT_LT(bfloat16_difference, 0.05);
+  EXPECT_LT(MaxDifference(float32, float16), 1e-6);
+  EXPECT_LT(MaxDifference(float32, channels_last), 1e-5);
+}
+
 TEST(TrainerEquivalence, AStepThatRunsOutOfMemoryIsRetriedInMicroStepsToTheSameResult) {
   const std::string whole = FreshDirectory("equivalence-whole");
   const std::string split = FreshDirectory("equivalence-out-of-memory");
@@ -178,8 +332,8 @@ TEST(TrainerEquivalence, AStepThatRunsOutOfMemoryIsRetriedInMicroStepsToTheSameR
   EXPECT_EQ(retries.front()["micro_steps"], 2);
   for (const auto& retry : retries)
     EXPECT_LT(retry["step"].get<int>(), 2);  // learned, not repeated
-  const std::vector<float> expected = FinalParameters(whole, whole + "/rank0.log");
-  const std::vector<float> actual = FinalParameters(split, split + "/rank0.log");
+  const std::vector<float> expected = FinalParameters(whole);
+  const std::vector<float> actual = FinalParameters(split);
   ASSERT_FALSE(expected.empty());
   ASSERT_EQ(actual.size(), expected.size());
   EXPECT_LT(MaxDifference(expected, actual), 1e-5);

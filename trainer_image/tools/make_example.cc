@@ -24,10 +24,11 @@ int main(int argc, char** argv) {
   }
   torch::manual_seed(7);
   torch::jit::Module module("ExampleClassifier");
-  module.register_parameter("w1", torch::randn({features, 32}) * 0.2, false);
-  module.register_parameter("b1", torch::zeros({32}), false);
-  module.register_parameter("w2", torch::randn({32, classes}) * 0.2, false);
-  module.register_parameter("b2", torch::zeros({classes}), false);
+  // Trained parameters need requires_grad (one without it stays frozen).
+  module.register_parameter("w1", (torch::randn({features, 32}) * 0.2).requires_grad_(), false);
+  module.register_parameter("b1", torch::zeros({32}).requires_grad_(), false);
+  module.register_parameter("w2", (torch::randn({32, classes}) * 0.2).requires_grad_(), false);
+  module.register_parameter("b2", torch::zeros({classes}).requires_grad_(), false);
   module.define(R"(
     def forward(self, x):
         hidden = torch.relu(torch.matmul(x, self.w1) + self.b1)

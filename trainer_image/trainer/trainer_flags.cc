@@ -59,7 +59,7 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
             "what is trained")
       ->group(model);
   app.add_option("--torchscript", config.model.torchscript,
-                 "--model torchscript: the module file (forward(x) -> logits)")
+                 "--model torchscript: the module file (the model contract: docs/user-guide.md)")
       ->group(model);
   app.add_option("--dataset", config.data.packed_dir,
                  "a packed dataset: directory of dataset.json and .npy files "
@@ -68,7 +68,8 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
   app.add_option("--input-field", config.data.input_field,
                  "--dataset: the model's input field (default: the one besides the label)")
       ->group(model);
-  app.add_option("--label-field", config.data.label_field, "--dataset: the integer class field")
+  app.add_option("--label-field", config.data.label_field,
+                 "--dataset: the integer class field of the default loss")
       ->group(model);
   app.add_option("--data-file", config.data.record_file,
                  "--model torchscript: file of fixed-size float32 records")
@@ -110,6 +111,22 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
             "the update rule, as PyTorch's torch.optim")
       ->group(optimizer);
   app.add_option("--lr", config.optimizer.learning_rate, "learning rate")->group(optimizer);
+  AddChoice(app, "--precision", config.precision.precision,
+            {{"fp32", Precision::kFloat32},
+             {"bf16", Precision::kBFloat16},
+             {"fp16", Precision::kFloat16}},
+            "forward and loss in float32, or autocast to bfloat16 or float16 (with dynamic loss "
+            "scaling) on float32 parameters")
+      ->group(optimizer);
+  app.add_option("--initial-loss-scale", config.precision.initial_loss_scale,
+                 "--precision fp16: the first loss scale")
+      ->group(optimizer);
+  app.add_option("--loss-scale-growth-interval", config.precision.loss_scale_growth_interval,
+                 "--precision fp16: good steps in a row that double the loss scale")
+      ->group(optimizer);
+  AddBool(app, "--channels-last", config.precision.channels_last,
+          "convolution weights and 4-D inputs in the channels_last (NHWC) memory format")
+      ->group(optimizer);
   app.add_option("--momentum", config.optimizer.momentum, "SGD momentum")->group(optimizer);
   AddBool(app, "--nesterov", config.optimizer.nesterov, "SGD: Nesterov momentum")->group(optimizer);
   app.add_option("--weight-decay", config.optimizer.weight_decay,
@@ -150,6 +167,23 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
   app.add_option("--checkpoint-every", config.checkpoint_every,
                  "steps between checkpoints; 0: only on SIGTERM or STOP")
       ->group(state);
+  app.add_option("--init-from", config.init_from,
+                 "start from these weights (a model.pt or a checkpoint-*.bin) unless "
+                 "--checkpoint-dir has a checkpoint to resume")
+      ->group(state);
+  app.add_option("--output-dir", config.output_dir,
+                 "where rank 0 writes model.pt and model.json at the end")
+      ->group(state);
+
+  const char* evaluation = "Evaluation";
+  app.add_option("--eval-dataset", config.eval_dataset,
+                 "a packed dataset with the training set's fields, evaluated by all workers")
+      ->group(evaluation);
+  app.add_option("--eval-every", config.eval_every, "steps between evaluations; 0: only at the end")
+      ->group(evaluation);
+  app.add_option("--eval-batch-size", config.eval_batch_size,
+                 "samples per forward pass while evaluating")
+      ->group(evaluation);
 
   const char* runtime = "Runtime";
   app.add_option("--metrics-port", config.metrics_port, "Prometheus port; -1 off, 0 any free port")
@@ -267,6 +301,16 @@ Status Validate(const TrainerConfig& config) {
   if (config.max_nonfinite_steps < 1)
     return InvalidArgument("--max-nonfinite-steps", "must be >= 1");
   if (config.steps < 0) return InvalidArgument("--steps", "must be >= 0");
+  if (!(config.precision.initial_loss_scale >= 1.0) ||
+      std::isinf(config.precision.initial_loss_scale)) {
+    return InvalidArgument("--initial-loss-scale", "must be a finite number >= 1");
+  }
+  if (config.precision.loss_scale_growth_interval < 1)
+    return InvalidArgument("--loss-scale-growth-interval", "must be >= 1");
+  if (config.eval_every < 0) return InvalidArgument("--eval-every", "must be >= 0");
+  if (config.eval_every > 0 && config.eval_dataset.empty())
+    return InvalidArgument("--eval-every", "needs --eval-dataset");
+  if (config.eval_batch_size < 1) return InvalidArgument("--eval-batch-size", "must be >= 1");
   if (config.checkpoint_every < 0) return InvalidArgument("--checkpoint-every", "must be >= 0");
   if (config.checkpoint_every > 0 && config.checkpoint_dir.empty()) {
     return InvalidArgument("--checkpoint-dir", "is required with --checkpoint-every");

@@ -8,6 +8,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <array>
+#include <limits>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -50,7 +51,9 @@ struct JobGaugeSpec {
   double (*value)(const JobSessionSnapshot&);
 };
 
-const std::array<JobGaugeSpec, 7> kJobGauges = {{
+constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
+
+const std::array<JobGaugeSpec, 11> kJobGauges = {{
     {"fulcrum_job_samples_per_second",
      "Measured throughput: committed samples over the wall time between recent step end times "
      "on one clock",
@@ -75,6 +78,20 @@ const std::array<JobGaugeSpec, 7> kJobGauges = {{
        double ranked = 0;
        for (const MemberSnapshot& member : s.members) ranked += member.rank >= 0 ? 1 : 0;
        return ranked;
+     }},
+    {"fulcrum_job_training_loss", "Mean training loss of the last step over the global batch",
+     [](const JobSessionSnapshot& s) { return s.training_loss; }},
+    {"fulcrum_job_eval_loss", "Mean loss over the evaluation set at the last evaluation",
+     [](const JobSessionSnapshot& s) {
+       return s.last_evaluation.step >= 0 ? s.last_evaluation.loss : kNone;
+     }},
+    {"fulcrum_job_eval_accuracy",
+     "Top-1 accuracy over the evaluation set at the last evaluation (NaN: none, or no class "
+     "label)",
+     [](const JobSessionSnapshot& s) { return s.last_evaluation.accuracy.value_or(kNone); }},
+    {"fulcrum_job_eval_step", "Step of the last evaluation (NaN: none yet)",
+     [](const JobSessionSnapshot& s) {
+       return s.last_evaluation.step >= 0 ? static_cast<double>(s.last_evaluation.step) : kNone;
      }},
 }};
 

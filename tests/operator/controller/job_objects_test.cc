@@ -247,7 +247,8 @@ TEST(TrainerArgs, APackedDatasetAndItsTransformsReachTheTrainer) {
                      "randomCrop": {"padding": 4}, "horizontalFlip": true}}})");
   stored["spec"]["training"] = {{"epochs", 2},         {"optimizer", "sgd"},
                                 {"learningRate", 0.1}, {"nesterov", true},
-                                {"weightDecay", 5e-4}, {"gradientClipNorm", 1.5}};
+                                {"weightDecay", 5e-4}, {"gradientClipNorm", 1.5},
+                                {"precision", "bf16"}, {"channelsLast", true}};
   stored["spec"]["training"]["schedule"] = {
       {"kind", "cosine"}, {"warmupSteps", 100}, {"finalFactor", 0.01}};
   std::vector<std::string> args = TrainerArgs(ParseJobSpec(stored).value());
@@ -272,6 +273,29 @@ TEST(TrainerArgs, APackedDatasetAndItsTransformsReachTheTrainer) {
   EXPECT_EQ(config->schedule.kind, trainer::ScheduleKind::kCosine);
   EXPECT_EQ(config->schedule.warmup_steps, 100);
   EXPECT_EQ(config->schedule.final_factor, 0.01);
+  EXPECT_EQ(config->precision.precision, trainer::Precision::kBFloat16);
+  EXPECT_TRUE(config->precision.channels_last);
+}
+
+// Fine-tuning weights, the output directory and the evaluation set reach the trainer as flags
+// it accepts.
+TEST(TrainerArgs, InitFromOutputAndEvaluationReachTheTrainer) {
+  nlohmann::json stored = MixedGpusJob();
+  stored["spec"]["initFrom"] = {{"path", "/models/base/model.pt"}};
+  stored["spec"]["output"] = {{"path", "/models/tuned"}};
+  stored["spec"]["evaluation"] = {
+      {"dataset", "/data/held-out"}, {"everySteps", 50}, {"batchSize", 512}};
+  std::vector<std::string> args = TrainerArgs(ParseJobSpec(stored).value());
+  for (std::string& arg : args) {
+    if (arg.starts_with("$(")) arg = "10.0.0.1:7070";
+  }
+  const Result<trainer::TrainerConfig> config = trainer::ParseTrainerFlags(args);
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  EXPECT_EQ(config->init_from, "/models/base/model.pt");
+  EXPECT_EQ(config->output_dir, "/models/tuned");
+  EXPECT_EQ(config->eval_dataset, "/data/held-out");
+  EXPECT_EQ(config->eval_every, 50);
+  EXPECT_EQ(config->eval_batch_size, 512);
 }
 
 }  // namespace

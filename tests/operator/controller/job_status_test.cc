@@ -128,6 +128,43 @@ TEST(JobStatus, PhasesFollowTheControllersDecisions) {
   EXPECT_EQ(BuildJobStatus(waiting, Training(), {}, "t")["phase"], "Pending");
 }
 
+TEST(JobStatus, ASucceededJobWithAnOutputPathNamesItsModelFiles) {
+  JobState state{.created = true, .min_workers = 2, .output_path = "/models/run-1"};
+  EXPECT_FALSE(BuildJobStatus(state, Training(), {}, "t").contains("output"));  // not yet
+  state.succeeded = true;
+  const nlohmann::json status = BuildJobStatus(state, Training(), {}, "t");
+  EXPECT_EQ(status["output"]["model"], "/models/run-1/model.pt");
+  EXPECT_EQ(status["output"]["metadata"], "/models/run-1/model.json");
+  state.output_path.clear();
+  EXPECT_FALSE(BuildJobStatus(state, Training(), {}, "t").contains("output"));
+}
+
+TEST(JobStatus, TheLastEvaluationAndTrainingLossAppearAndSurviveAFreshCoordinator) {
+  const JobState state{.created = true, .min_workers = 2};
+  coordinator::JobSessionSnapshot training = Training();
+  training.training_loss = 0.25;
+  training.last_evaluation = {.step = 40,
+                              .loss = 0.5,
+                              .accuracy = 0.875,
+                              .samples = 512,
+                              .seconds = 1.5,
+                              .unix_seconds = 1.7e9};
+  const nlohmann::json status = BuildJobStatus(state, training, {}, "t");
+  EXPECT_EQ(status["trainingLoss"], 0.25);
+  EXPECT_EQ(status["lastEvaluation"]["step"], 40);
+  EXPECT_EQ(status["lastEvaluation"]["loss"], 0.5);
+  EXPECT_EQ(status["lastEvaluation"]["accuracy"], 0.875);
+  EXPECT_EQ(status["lastEvaluation"]["samples"], 512);
+  EXPECT_EQ(status["lastEvaluation"]["time"], "2023-11-14T22:13:20Z");
+  // A coordinator that restarted with the operator knows neither until the trainers report.
+  const nlohmann::json later = BuildJobStatus(state, Training(), status, "t");
+  EXPECT_EQ(later["lastEvaluation"], status["lastEvaluation"]);
+  EXPECT_EQ(later["trainingLoss"], 0.25);
+  // No accuracy where the label is not a class.
+  training.last_evaluation.accuracy.reset();
+  EXPECT_FALSE(BuildJobStatus(state, training, {}, "t")["lastEvaluation"].contains("accuracy"));
+}
+
 TEST(JobStatus, AGenerationTheCoordinatorCannotFormIsNamedInTheRunningCondition) {
   JobState state{.created = true, .min_workers = 2};
   coordinator::JobSessionSnapshot training = Training();

@@ -102,6 +102,33 @@ TEST_F(JobSessionTest, WaitsForMinWorkersThenFormsGenerationOneWithDenseRanks) {
   EXPECT_EQ(out[0].message.assignment().batches(0) + out[0].message.assignment().batches(1), 30);
 }
 
+TEST_F(JobSessionTest, TheNewestEvaluationIsKeptAndABadOneIsRefusedNamingTheField) {
+  Join("a");
+  Join("b");
+  Tick(1s);
+  fulcrum::v1::Evaluation evaluation;
+  evaluation.set_generation(1);
+  evaluation.set_step(20);
+  evaluation.set_loss(0.5);
+  evaluation.set_has_accuracy(true);
+  evaluation.set_accuracy(0.75);
+  evaluation.set_samples(100);
+  evaluation.set_seconds(1.0);
+  ASSERT_TRUE(job_->Evaluated("a", evaluation, now_).ok());
+  fulcrum::v1::Evaluation older = evaluation;
+  older.set_step(10);
+  older.set_accuracy(0.5);
+  ASSERT_TRUE(job_->Evaluated("a", older, now_).ok());  // late: ignored
+  EXPECT_EQ(job_->Snapshot().last_evaluation.step, 20);
+  EXPECT_EQ(job_->Snapshot().last_evaluation.accuracy, 0.75);
+  fulcrum::v1::Evaluation bad = evaluation;
+  bad.set_accuracy(1.5);
+  const Status refused = job_->Evaluated("a", bad, now_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().field, "evaluation.accuracy");
+  EXPECT_EQ(job_->Evaluated("stranger", evaluation, now_).error().code, ErrorCode::kNotFound);
+}
+
 TEST_F(JobSessionTest, AClosedStreamLeavesAfterTheTimeoutAndTheRestFormANewGeneration) {
   Join("a");
   Join("b");

@@ -15,8 +15,7 @@ namespace {
 class CountingDataset final : public Dataset {
  public:
   int64_t size() const override { return 100; }
-  std::vector<int64_t> sample_shape() const override { return {2}; }
-  torch::ScalarType input_type() const override { return torch::kFloat32; }
+  const std::vector<DataField>& fields() const override { return fields_; }
   Batch Get(std::span<const int64_t> indices) override {
     ++reads;
     std::vector<float> values;
@@ -27,9 +26,14 @@ class CountingDataset final : public Dataset {
       labels.push_back(index % 3);
     }
     const auto count = static_cast<int64_t>(indices.size());
-    return {torch::tensor(values).view({count, 2}), torch::tensor(labels)};
+    return {{torch::tensor(values).view({count, 2}), torch::tensor(labels)}};
   }
   std::atomic<int> reads{0};
+
+ private:
+  std::vector<DataField> fields_ = {
+      {.name = "input", .shape = {2}, .type = torch::kFloat32, .classes = {}},
+      {.name = "label", .shape = {}, .type = torch::kInt64, .classes = 3}};
 };
 
 BatchRequest RequestFor(int64_t begin, int64_t end) {
@@ -40,11 +44,11 @@ BatchRequest RequestFor(int64_t begin, int64_t end) {
 }
 
 void ExpectBatchOf(const LoadedBatch& loaded, const BatchRequest& request) {
-  ASSERT_EQ(loaded.batch.inputs.size(0), static_cast<int64_t>(request.indices.size()));
+  ASSERT_EQ(loaded.batch.fields[0].size(0), static_cast<int64_t>(request.indices.size()));
   for (std::size_t k = 0; k < request.indices.size(); ++k) {
     const auto row = static_cast<int64_t>(k);
-    EXPECT_EQ(loaded.batch.inputs[row][0].item<float>(), static_cast<float>(request.indices[k]));
-    EXPECT_EQ(loaded.batch.targets[row].item<int64_t>(), request.indices[k] % 3);
+    EXPECT_EQ(loaded.batch.fields[0][row][0].item<float>(), static_cast<float>(request.indices[k]));
+    EXPECT_EQ(loaded.batch.fields[1][row].item<int64_t>(), request.indices[k] % 3);
   }
 }
 

@@ -5,8 +5,10 @@
 namespace fulcrum::trainer {
 
 GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, int64_t bucket_elements,
-                                 torch::Device buffer_device)
-    : parameters_(std::move(parameters)), slots_(parameters_.size()) {
+                                 torch::Device buffer_device, std::vector<torch::Tensor> averaged)
+    : parameters_(std::move(parameters)),
+      slots_(parameters_.size()),
+      averaged_(std::move(averaged)) {
   int64_t offset = 0;
   for (std::size_t i = parameters_.size(); i-- > 0;) {
     if (buckets_.empty() || buckets_.back().count >= bucket_elements) {
@@ -22,8 +24,9 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, int64_t 
   // The control values ride in the last bucket, so there is one even without parameters.
   if (buckets_.empty()) buckets_.push_back(Bucket{.offset = 0, .count = 0, .parameters = {}});
   gradient_elements_ = offset;
-  flat_ =
-      torch::zeros({offset}, torch::TensorOptions().dtype(torch::kFloat32).device(buffer_device));
+  for (const torch::Tensor& tensor : averaged_) averaged_elements_ += tensor.numel();
+  flat_ = torch::zeros({offset + averaged_elements_},
+                       torch::TensorOptions().dtype(torch::kFloat32).device(buffer_device));
   ready_.assign(parameters_.size(), false);
   missing_.assign(buckets_.size(), 0);
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
@@ -35,7 +38,8 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, int64_t 
 void GradientBuckets::BeginStep(Collective& collective, void* producer_stream,
                                 std::size_t control_elements) {
   std::lock_guard lock(mutex_);
-  const int64_t needed = gradient_elements_ + static_cast<int64_t>(control_elements);
+  const int64_t needed =
+      gradient_elements_ + averaged_elements_ + static_cast<int64_t>(control_elements);
   if (flat_.numel() < needed) {
     // A larger world's plan: every value is written again each step, so nothing is carried over.
     flat_ = torch::zeros({needed}, flat_.options());
@@ -63,13 +67,23 @@ bool GradientBuckets::started_any() const {
   return next_bucket_ > 0;
 }
 
-void GradientBuckets::SetControl(std::span<const double> values) {
+void GradientBuckets::SetControl(std::span<const double> values, double averaged_weight) {
   std::lock_guard lock(mutex_);
   if (control_set_ || values.size() != control_elements_) {
     error_ = MakeError(ErrorCode::kInternal,
                        "control values set twice or with a length other than BeginStep's");
     return;
   }
+  {
+    torch::NoGradGuard no_grad;
+    int64_t offset = gradient_elements_;
+    for (const torch::Tensor& tensor : averaged_) {
+      flat_.narrow(0, offset, tensor.numel())
+          .copy_(tensor.detach().reshape({-1}).to(torch::kFloat32).mul(averaged_weight));
+      offset += tensor.numel();
+    }
+  }
+  const int64_t control_offset = gradient_elements_ + averaged_elements_;
   const auto count = static_cast<int64_t>(values.size());
   auto to_float = [](double value) { return static_cast<float>(value); };
   if (flat_.is_cuda()) {
@@ -80,10 +94,10 @@ void GradientBuckets::SetControl(std::span<const double> values) {
     }
     std::transform(values.begin(), values.end(), control_staging_.data_ptr<float>(), to_float);
     torch::NoGradGuard no_grad;
-    flat_.narrow(0, gradient_elements_, count)
+    flat_.narrow(0, control_offset, count)
         .copy_(control_staging_.narrow(0, 0, count), /*non_blocking=*/true);
   } else {
-    std::transform(values.begin(), values.end(), flat_.data_ptr<float>() + gradient_elements_,
+    std::transform(values.begin(), values.end(), flat_.data_ptr<float>() + control_offset,
                    to_float);
   }
   control_set_ = true;
@@ -93,10 +107,11 @@ void GradientBuckets::SetControl(std::span<const double> values) {
 
 std::vector<double> GradientBuckets::SummedControl() const {
   std::lock_guard lock(mutex_);
-  const torch::Tensor control =
-      flat_.narrow(0, gradient_elements_, static_cast<int64_t>(control_elements_))
-          .to(torch::kCPU)
-          .contiguous();
+  const torch::Tensor control = flat_
+                                    .narrow(0, gradient_elements_ + averaged_elements_,
+                                            static_cast<int64_t>(control_elements_))
+                                    .to(torch::kCPU)
+                                    .contiguous();
   const float* values = control.data_ptr<float>();
   return std::vector<double>(values, values + control_elements_);
 }
@@ -127,8 +142,11 @@ void GradientBuckets::OnGradient(std::size_t parameter, const torch::Tensor& gra
 void GradientBuckets::StartReadyBuckets() {
   while (!error_ && next_bucket_ < buckets_.size() && missing_[next_bucket_] == 0) {
     const Bucket& bucket = buckets_[next_bucket_];
-    // The last bucket ends where the control values start: it carries them.
-    const std::size_t control = next_bucket_ + 1 == buckets_.size() ? control_elements_ : 0;
+    // The last bucket ends where the averaged tensors start: it carries them and the control.
+    const std::size_t control =
+        next_bucket_ + 1 == buckets_.size()
+            ? static_cast<std::size_t>(averaged_elements_) + control_elements_
+            : 0;
     std::span<float> values(flat_.data_ptr<float>() + bucket.offset,
                             static_cast<std::size_t>(bucket.count) + control);
     Result<std::unique_ptr<PendingCollective>> started =
@@ -183,6 +201,18 @@ double GradientBuckets::WriteMeanGradients(double global_batch, double max_norm)
     }
   }
   return norm;
+}
+
+void GradientBuckets::WriteAveraged(double total_weight) {
+  if (total_weight <= 0.0) return;
+  torch::NoGradGuard no_grad;
+  int64_t offset = gradient_elements_;
+  for (torch::Tensor& tensor : averaged_) {
+    torch::Tensor mean = flat_.narrow(0, offset, tensor.numel()).div(total_weight);
+    if (!c10::isFloatingType(tensor.scalar_type())) mean = mean.round();
+    tensor.copy_(mean.view(tensor.sizes()));
+    offset += tensor.numel();
+  }
 }
 
 }  // namespace fulcrum::trainer

@@ -9,6 +9,12 @@
 // host copies), host memory for Gloo (GPU gradients are copied down). The aggregation is the
 // same either way: sums of b_i·ĝ_i, divided by the global batch once all have arrived.
 //
+// State that every rank changes on its own in forward, BatchNorm's running statistics above all,
+// rides the last bucket too: each rank adds its buffers times its local batch, and every rank
+// sets them to the b_i-weighted mean (WriteAveraged), so ranks stay bit-identical at no extra
+// collective. DDP instead broadcasts rank 0's buffers before each forward, which drops what the
+// other ranks saw.
+//
 // The step's control values (what the ranks must agree on: the batch sum, the loss, leave and
 // checkpoint flags, rank 0's next plan) ride at the end of the last bucket, so a step costs one
 // chain of bucket collectives and no separate all-reduce: on short steps the extra collective's
@@ -34,8 +40,9 @@ namespace fulcrum::trainer {
 class GradientBuckets {
  public:
   // Registers one hook per parameter; the object must outlive the parameters' backward passes.
+  // `averaged`: tensors averaged across ranks each step (model buffers), any dtype.
   GradientBuckets(std::vector<torch::Tensor> parameters, int64_t bucket_elements,
-                  torch::Device buffer_device);
+                  torch::Device buffer_device, std::vector<torch::Tensor> averaged = {});
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
 
@@ -50,9 +57,10 @@ class GradientBuckets {
   // hooks copy it and start full buckets. Not called: nothing overlaps.
   void Arm();
   bool started_any() const;
-  // This rank's control values for the step (BeginStep's length); the last bucket goes out with
-  // them once its gradients are in too. Call once per step, before Finish.
-  void SetControl(std::span<const double> values);
+  // This rank's control values for the step (BeginStep's length), and the averaged tensors as
+  // they are now times `averaged_weight` (the local batch); the last bucket goes out with them
+  // once its gradients are in too. Call once per step, before Finish.
+  void SetControl(std::span<const double> values, double averaged_weight = 0.0);
   // Buckets the last Finish found already started by backward's hooks: the overlap achieved.
   std::size_t overlapped_buckets() const { return overlapped_; }
   // Copies the gradients the hooks did not see (all of them without overlap; unused
@@ -66,6 +74,9 @@ class GradientBuckets {
   // norm is of the aggregated gradient, which every rank holds bit for bit, so every rank
   // clips identically. Returns the norm before clipping.
   double WriteMeanGradients(double global_batch, double max_norm = 0.0);
+  // After a successful Finish: sets each averaged tensor to the ranks' sum divided by
+  // `total_weight` (the global batch; integer tensors rounded). Nothing when it is 0.
+  void WriteAveraged(double total_weight);
 
  private:
   struct Slot {
@@ -87,7 +98,9 @@ class GradientBuckets {
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;
   int64_t gradient_elements_ = 0;
-  torch::Tensor flat_;             // the gradients, then room for the control values
+  std::vector<torch::Tensor> averaged_;
+  int64_t averaged_elements_ = 0;
+  torch::Tensor flat_;  // the gradients, the averaged tensors, then room for the control values
   torch::Tensor control_staging_;  // pinned host copy of the control values (GPU buffer only)
 
   mutable std::mutex mutex_;  // hooks run on autograd's threads

@@ -28,7 +28,7 @@ BatchLoader::~BatchLoader() {
 
 DeviceBatch BatchLoader::Load(const BatchRequest& request) const {
   Batch host = dataset_.Get(request.indices);
-  return device_.StageOnDevice({host.inputs, host.targets});
+  return device_.StageOnDevice(host.fields);
 }
 
 void BatchLoader::Work(std::stop_token stop) {
@@ -112,7 +112,7 @@ LoadedBatch BatchLoader::Take(const BatchRequest& request) {
   if (slot->error) std::rethrow_exception(slot->error);
   device_.WaitStaged(slot->batch);
   LoadedBatch loaded;
-  loaded.batch = {slot->batch.tensors.at(0), slot->batch.tensors.at(1)};
+  loaded.batch = {slot->batch.tensors};
   loaded.wait_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return loaded;

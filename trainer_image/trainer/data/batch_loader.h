@@ -29,7 +29,7 @@ struct BatchRequest {
 };
 
 struct LoadedBatch {
-  Batch batch;                // inputs and targets on the compute device, ready to use
+  Batch batch;                // every field on the compute device, ready to use
   double wait_seconds = 0.0;  // how long Take waited for it (loading, copying)
 };
 

@@ -34,10 +34,12 @@ class SyntheticDataset final : public Dataset {
  public:
   static constexpr int64_t kPoolBytes = int64_t{256} << 20;
 
-  SyntheticDataset(int64_t size, std::vector<int64_t> shape, int classes, uint64_t seed)
-      : size_(size), shape_(std::move(shape)) {
+  SyntheticDataset(int64_t size, const std::vector<int64_t>& shape, int classes, uint64_t seed)
+      : size_(size),
+        fields_{{.name = "input", .shape = shape, .type = torch::kFloat32, .classes = {}},
+                {.name = "label", .shape = {}, .type = torch::kInt64, .classes = classes}} {
     int64_t features = 1;
-    for (int64_t dimension : shape_) features *= dimension;
+    for (int64_t dimension : shape) features *= dimension;
     const int64_t pool = std::clamp<int64_t>(kPoolBytes / (features * 4), 1, size_);
     std::vector<float> teacher(static_cast<std::size_t>(classes * features));
     FillNormal(seed ^ 0x7EAC4E57ULL, teacher);
@@ -60,32 +62,34 @@ class SyntheticDataset final : public Dataset {
       labels[row] = best;
     }
     std::vector<int64_t> pooled = {pool};
-    pooled.insert(pooled.end(), shape_.begin(), shape_.end());
+    pooled.insert(pooled.end(), shape.begin(), shape.end());
     inputs_ = inputs_.view(pooled);
   }
   int64_t size() const override { return size_; }
-  std::vector<int64_t> sample_shape() const override { return shape_; }
-  torch::ScalarType input_type() const override { return torch::kFloat32; }
+  const std::vector<DataField>& fields() const override { return fields_; }
   Batch Get(std::span<const int64_t> indices) override {
     torch::Tensor rows =
         torch::tensor(std::vector<int64_t>(indices.begin(), indices.end()), torch::kInt64)
             .remainder(inputs_.size(0));
-    return {inputs_.index_select(0, rows), targets_.index_select(0, rows)};
+    return {{inputs_.index_select(0, rows), targets_.index_select(0, rows)}};
   }
 
  private:
   int64_t size_;
-  std::vector<int64_t> shape_;
+  std::vector<DataField> fields_;
   torch::Tensor inputs_;   // [pool, shape...]
   torch::Tensor targets_;  // [pool]
 };
 
 class RecordFileDataset final : public Dataset {
  public:
-  explicit RecordFileDataset(RecordFile file) : file_(std::move(file)) {}
+  explicit RecordFileDataset(RecordFile file)
+      : file_(std::move(file)),
+        fields_{
+            {.name = "input", .shape = {file_.features()}, .type = torch::kFloat32, .classes = {}},
+            {.name = "label", .shape = {}, .type = torch::kInt64, .classes = {}}} {}
   int64_t size() const override { return file_.size(); }
-  std::vector<int64_t> sample_shape() const override { return {file_.features()}; }
-  torch::ScalarType input_type() const override { return torch::kFloat32; }
+  const std::vector<DataField>& fields() const override { return fields_; }
   Batch Get(std::span<const int64_t> indices) override {
     // RecordFile reads through one stream; the loader's threads take turns.
     std::lock_guard lock(mutex_);
@@ -101,12 +105,13 @@ class RecordFileDataset final : public Dataset {
       if (!label.ok()) throw std::runtime_error(label.error().ToString());
       targets.data_ptr<int64_t>()[row] = *label;
     }
-    return {inputs, targets};
+    return {{inputs, targets}};
   }
 
  private:
   std::mutex mutex_;
   RecordFile file_;
+  std::vector<DataField> fields_;
 };
 
 torch::ScalarType TorchTypeOf(ElementType type) {
@@ -131,19 +136,25 @@ torch::ScalarType TorchTypeOf(ElementType type) {
   return torch::kFloat32;
 }
 
+// Every field of the packed dataset, as stored: which ones the model takes is the trainer's
+// business (field_roles.h).
 class PackedTensorDataset final : public Dataset {
  public:
-  PackedTensorDataset(PackedDataset dataset, std::size_t input, std::size_t label)
-      : dataset_(std::move(dataset)), input_(input), label_(label) {}
-  int64_t size() const override { return dataset_.size(); }
-  std::vector<int64_t> sample_shape() const override { return dataset_.fields()[input_].shape; }
-  std::optional<int64_t> classes() const override { return dataset_.fields()[label_].classes; }
-  torch::ScalarType input_type() const override {
-    return TorchTypeOf(dataset_.fields()[input_].type);
+  explicit PackedTensorDataset(PackedDataset dataset) : dataset_(std::move(dataset)) {
+    for (const FieldSpec& spec : dataset_.fields()) {
+      fields_.push_back({.name = spec.name,
+                         .shape = spec.shape,
+                         .type = TorchTypeOf(spec.type),
+                         .classes = spec.classes});
+    }
   }
+  int64_t size() const override { return dataset_.size(); }
+  const std::vector<DataField>& fields() const override { return fields_; }
   Batch Get(std::span<const int64_t> indices) override {
-    torch::Tensor targets = Gather(label_, indices);
-    return {Gather(input_, indices), targets.to(torch::kInt64)};
+    Batch batch;
+    for (std::size_t field = 0; field < fields_.size(); ++field)
+      batch.fields.push_back(Gather(field, indices));
+    return batch;
   }
 
  private:
@@ -158,41 +169,13 @@ class PackedTensorDataset final : public Dataset {
   }
 
   PackedDataset dataset_;
-  std::size_t input_;
-  std::size_t label_;
+  std::vector<DataField> fields_;
 };
 
 Result<std::unique_ptr<Dataset>> OpenPacked(const DatasetOptions& options) {
   Result<PackedDataset> dataset = PackedDataset::Open(options.packed_dir);
   if (!dataset.ok()) return dataset.error();
-  Result<std::size_t> label = dataset->FieldIndex(options.label_field);
-  if (!label.ok()) {
-    return InvalidArgument("--label-field",
-                           "\"" + options.label_field + "\" " + label.error().message);
-  }
-  const FieldSpec& label_spec = dataset->fields()[*label];
-  if (!IsInteger(label_spec.type) || !label_spec.shape.empty()) {
-    return InvalidArgument("--label-field", "field " + label_spec.name +
-                                                " must hold one integer class per sample (shape "
-                                                "[]) for the cross-entropy loss");
-  }
-  std::size_t input = 0;
-  if (!options.input_field.empty()) {
-    Result<std::size_t> named = dataset->FieldIndex(options.input_field);
-    if (!named.ok()) {
-      return InvalidArgument("--input-field",
-                             "\"" + options.input_field + "\" " + named.error().message);
-    }
-    input = *named;
-  } else if (dataset->fields().size() == 2) {
-    input = 1 - *label;
-  } else {
-    return InvalidArgument("--input-field", "is required: the dataset has " +
-                                                std::to_string(dataset->fields().size()) +
-                                                " fields, so name the model's input");
-  }
-  return std::unique_ptr<Dataset>(
-      std::make_unique<PackedTensorDataset>(std::move(*dataset), input, *label));
+  return std::unique_ptr<Dataset>(std::make_unique<PackedTensorDataset>(std::move(*dataset)));
 }
 
 // EMULATION (tests and benchmarks only): storage slower by a fixed delay per sample read, to
@@ -202,9 +185,7 @@ class EmulatedSlowStorage final : public Dataset {
   EmulatedSlowStorage(std::unique_ptr<Dataset> inner, std::chrono::microseconds per_sample)
       : inner_(std::move(inner)), per_sample_(per_sample) {}
   int64_t size() const override { return inner_->size(); }
-  std::vector<int64_t> sample_shape() const override { return inner_->sample_shape(); }
-  torch::ScalarType input_type() const override { return inner_->input_type(); }
-  std::optional<int64_t> classes() const override { return inner_->classes(); }
+  const std::vector<DataField>& fields() const override { return inner_->fields(); }
   Batch Get(std::span<const int64_t> indices) override {
     std::this_thread::sleep_for(per_sample_ * static_cast<int64_t>(indices.size()));
     return inner_->Get(indices);
@@ -218,6 +199,20 @@ class EmulatedSlowStorage final : public Dataset {
 Result<std::unique_ptr<Dataset>> OpenDataset(const DatasetOptions& options);
 
 }  // namespace
+
+std::optional<std::size_t> Dataset::FieldIndex(std::string_view name) const {
+  const std::vector<DataField>& all = fields();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].name == name) return i;
+  }
+  return std::nullopt;
+}
+
+std::string Dataset::FieldNames() const {
+  std::string names;
+  for (const DataField& field : fields()) names += (names.empty() ? "" : ", ") + field.name;
+  return names;
+}
 
 Result<std::unique_ptr<Dataset>> MakeDataset(const DatasetOptions& options) {
   Result<std::unique_ptr<Dataset>> dataset = OpenDataset(options);

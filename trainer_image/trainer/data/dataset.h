@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -15,21 +17,30 @@
 
 namespace fulcrum::trainer {
 
+// One named field of every sample. The synthetic and record datasets have two: "input" (float32)
+// and "label" (int64); a packed dataset has the fields its dataset.json declares.
+struct DataField {
+  std::string name;
+  std::vector<int64_t> shape;  // one sample's, without the batch dimension; [] for a scalar
+  torch::ScalarType type = torch::kFloat32;
+  std::optional<int64_t> classes;  // integer fields: every value is in [0, classes)
+};
+
+// The samples at some indices: one tensor [b, shape...] per field, in Dataset::fields() order,
+// in the field's own dtype (uint8 images are cast on the device: device_transform.h).
 struct Batch {
-  torch::Tensor inputs;   // [b, ...] in the dataset's dtype (uint8 images: device_transform.h)
-  torch::Tensor targets;  // [b] int64 class labels
+  std::vector<torch::Tensor> fields;
 };
 
 class Dataset {
  public:
   virtual ~Dataset() = default;
   virtual int64_t size() const = 0;
-  // One sample's input: its shape (without the batch dimension) and element type.
-  virtual std::vector<int64_t> sample_shape() const = 0;
-  virtual torch::ScalarType input_type() const = 0;
-  // The label's class count where the data declares it (a packed dataset's "classes").
-  virtual std::optional<int64_t> classes() const { return std::nullopt; }
+  virtual const std::vector<DataField>& fields() const = 0;
   virtual Batch Get(std::span<const int64_t> indices) = 0;
+
+  std::optional<std::size_t> FieldIndex(std::string_view name) const;
+  std::string FieldNames() const;  // "image, label": for errors that list the fields
 };
 
 Result<std::unique_ptr<Dataset>> MakeDataset(const DatasetOptions& options);

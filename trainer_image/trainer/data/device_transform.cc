@@ -38,9 +38,10 @@ Result<DeviceTransform> DeviceTransform::Make(const TransformOptions& options,
 }
 
 torch::Tensor DeviceTransform::Apply(const torch::Tensor& inputs, std::span<const int64_t> indices,
-                                     int64_t first_position, int64_t dataset_size) const {
+                                     int64_t first_position, int64_t dataset_size,
+                                     bool augment) const {
   torch::Tensor x = inputs;
-  if (options_.crop_padding > 0 || options_.horizontal_flip) {
+  if (augment && (options_.crop_padding > 0 || options_.horizontal_flip)) {
     // On the raw values (uint8 moves 4x fewer bytes than float).
     x = CropAndFlip(x, indices, first_position, dataset_size);
   }

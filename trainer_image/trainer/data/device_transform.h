@@ -24,8 +24,9 @@ class DeviceTransform {
 
   // `inputs` [b, ...] on the device; sample k of it is sample indices[k] of the dataset at
   // global position first_position + k (so of epoch (first_position + k) / dataset_size).
+  // augment false (evaluation): cast, scale and normalise only, no random crop or flip.
   torch::Tensor Apply(const torch::Tensor& inputs, std::span<const int64_t> indices,
-                      int64_t first_position, int64_t dataset_size) const;
+                      int64_t first_position, int64_t dataset_size, bool augment = true) const;
 
  private:
   explicit DeviceTransform(TransformOptions options, double scale)

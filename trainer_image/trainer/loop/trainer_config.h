@@ -14,6 +14,7 @@
 #include "trainer_image/trainer/model/learning_rate_schedule.h"
 #include "trainer_image/trainer/model/model_options.h"
 #include "trainer_image/trainer/model/optimizer_options.h"
+#include "trainer_image/trainer/model/precision_options.h"
 
 namespace fulcrum::trainer {
 
@@ -39,6 +40,7 @@ struct TrainerConfig {
   ModelOptions model;
   DatasetOptions data;
   TransformOptions transform;
+  PrecisionOptions precision;
   OptimizerOptions optimizer;
   ScheduleOptions schedule;
   // Steps in a row with a non-finite loss (updates skipped on every rank) that end training.
@@ -54,7 +56,17 @@ struct TrainerConfig {
 
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // steps; 0 = only on SIGTERM / STOP
-  int metrics_port = -1;         // -1 off, 0 any free port
+  // Weights to start from when there is no checkpoint to resume: a model.pt (TorchScript) or a
+  // checkpoint file of another job; parameters and buffers by name, shapes must match.
+  std::string init_from;
+  // Rank 0 writes the trained module (model.pt) and model.json here when training finishes.
+  std::string output_dir;
+  // A packed dataset with the training set's fields, evaluated every eval_every steps (0: only
+  // at the end) in chunks of eval_batch_size samples per worker.
+  std::string eval_dataset;
+  int64_t eval_every = 0;
+  int eval_batch_size = 256;
+  int metrics_port = -1;  // -1 off, 0 any free port
   double emulated_slowdown = 1.0;
   std::string slowdown_file;  // polled every step: a number replaces the slowdown
   int64_t collective_timeout_ms = 30000;

@@ -1,10 +1,13 @@
 #include "trainer_image/trainer/loop/training_loop.h"
 
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <numeric>
@@ -18,14 +21,18 @@
 #include "trainer_image/trainer/data/batch_loader.h"
 #include "trainer_image/trainer/data/dataset.h"
 #include "trainer_image/trainer/data/device_transform.h"
+#include "trainer_image/trainer/data/field_roles.h"
 #include "trainer_image/trainer/data/sample_order.h"
 #include "trainer_image/trainer/device/compute_device.h"
 #include "trainer_image/trainer/device/cpu_allocator.h"
 #include "trainer_image/trainer/device/emulated_slowdown.h"
 #include "trainer_image/trainer/loop/trainer_metrics.h"
 #include "trainer_image/trainer/membership/coordinator_link.h"
+#include "trainer_image/trainer/model/autocast.h"
+#include "trainer_image/trainer/model/loss_scaler.h"
 #include "trainer_image/trainer/model/model.h"
 #include "trainer_image/trainer/model/optimizer.h"
+#include "trainer_image/trainer/state/checkpoint_file.h"
 #include "trainer_image/trainer/state/training_state.h"
 
 namespace fulcrum::trainer {
@@ -47,6 +54,83 @@ double SecondsSince(SteadyClock::time_point start) {
 std::string AsProductLabel(std::string name) {
   std::replace(name.begin(), name.end(), ' ', '-');
   return name;
+}
+
+// A torch or TorchScript error on one line: from its last "Error: " on (the interpreter puts the
+// cause last, after the traceback), at most 400 characters.
+std::string ShortError(std::string text) {
+  if (const auto cause = text.rfind("Error: "); cause != std::string::npos) {
+    const auto start = text.rfind('\n', cause);
+    text = text.substr(start == std::string::npos ? 0 : start + 1);
+  }
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text.size() > 400 ? text.substr(0, 400) + "..." : text;
+}
+
+const char* NameOf(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+  }
+  return "?";
+}
+
+const char* NameOf(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kConstant:
+      return "constant";
+    case ScheduleKind::kCosine:
+      return "cosine";
+    case ScheduleKind::kStep:
+      return "step";
+  }
+  return "?";
+}
+
+// What a trained model came from, for model.json: the update rule and its schedule.
+nlohmann::json RecipeJson(const TrainerConfig& config) {
+  const OptimizerOptions& optimizer = config.optimizer;
+  const ScheduleOptions& schedule = config.schedule;
+  return {{"optimizer", NameOf(optimizer.kind)},
+          {"learning_rate", optimizer.learning_rate},
+          {"momentum", optimizer.momentum},
+          {"nesterov", optimizer.nesterov},
+          {"weight_decay", optimizer.weight_decay},
+          {"clip_gradient_norm", config.clip_gradient_norm},
+          {"schedule",
+           {{"kind", NameOf(schedule.kind)},
+            {"warmup_steps", schedule.warmup_steps},
+            {"final_factor", schedule.final_factor},
+            {"step_size", schedule.step_size},
+            {"gamma", schedule.gamma}}},
+          {"steps", config.steps},
+          {"epochs", config.epochs},
+          {"seed", config.seed}};
+}
+
+// Which data a model was trained on: the source and a fingerprint of a packed dataset's
+// dataset.json (its fields, sizes and shards).
+nlohmann::json DatasetJson(const DatasetOptions& options, int64_t samples) {
+  nlohmann::json dataset = {{"samples", samples}};
+  if (!options.packed_dir.empty()) {
+    std::ifstream file(std::filesystem::path(options.packed_dir) / "dataset.json",
+                       std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(file)), {});
+    char fingerprint[17];
+    std::snprintf(fingerprint, sizeof fingerprint, "%016lx",
+                  static_cast<unsigned long>(Fnv1a(std::as_bytes(std::span(text)))));
+    dataset["packed"] = options.packed_dir;
+    dataset["fingerprint"] = std::string("fnv1a64:") + fingerprint;
+  } else if (!options.record_file.empty()) {
+    dataset["records"] = options.record_file;
+  } else {
+    dataset["synthetic_seed"] = options.seed;
+  }
+  return dataset;
 }
 
 // The small vector all-reduced with the gradients every step, at the end of the last gradient
@@ -75,10 +159,37 @@ class Trainer {
         slowdown_(config_.emulated_slowdown, config_.slowdown_file) {}
 
   Status Init();
-  ModelOptions ModelFor(const Dataset& dataset) const;
   int Run();
 
  private:
+  ModelOptions ModelFor(const Dataset& dataset) const;
+  // The trained parameters (requires_grad), after checking every parameter's dtype.
+  Status CollectParameters();
+  // Names every tensor of the state (parameters, buffers, optimizer) for checkpoints.
+  void CollectState(const std::vector<std::string>& trained_names);
+  Status SetUpTransform();
+  // Mixed precision (autocast, loss scaling) and the channels_last memory format.
+  void SetUpPrecision();
+  // Resumes from the newest checkpoint, or else starts from --init-from's weights.
+  Status RestoreStartingPoint();
+  // Runs forward (and the loss) on the dataset's first samples before step 1, so a model that
+  // does not fit the data fails the job at start: and a loss method must return a sum.
+  Status ProbeModel();
+  // The batch's fields as forward sees them: samples [first, last) of each, the input field
+  // through the device transforms.
+  std::vector<torch::Tensor> ModelFields(const Batch& batch, std::span<const int64_t> indices,
+                                         int64_t first, int64_t last, int64_t position,
+                                         bool augment = true) const;
+  // Opens --eval-dataset and checks its fields are the training set's.
+  Status OpenEvaluationSet();
+  // Every rank evaluates a disjoint shard of the evaluation set, sized by its local batch in
+  // `batches` so the slowest is not held up; the sums are all-reduced, so the result is one
+  // process's on the whole set. Rank 0 reports it. Collective errors: the generation ends.
+  Status Evaluate(Collective& collective, const std::vector<int>& batches, int64_t generation);
+  // The module's loss method, or the summed cross-entropy against the label field.
+  torch::Tensor LossOf(const c10::IValue& outputs, const std::vector<torch::Tensor>& fields);
+  // Rank 0 at the end: the trained module (model.pt) and what produced it (model.json).
+  void WriteOutput(const char* why);
   GenerationEnd RunGeneration(const fulcrum::v1::Assignment& assignment);
   Status SyncState(Collective& collective);
   Result<bool> TrainStep(Collective& collective, const fulcrum::v1::Assignment& base,
@@ -124,12 +235,22 @@ class Trainer {
   int micro_batch_limit_ = std::numeric_limits<int>::max();
   std::unique_ptr<TrainingModel> model_;
   std::unique_ptr<Dataset> dataset_;
-  std::optional<DeviceTransform> transform_;
+  std::unique_ptr<Dataset> eval_dataset_;
+  // The last evaluation (step -1: none yet), for model.json.
+  fulcrum::v1::Evaluation last_evaluation_;
+  FieldRoles roles_;
+  std::optional<DeviceTransform> transform_;  // set where the input field is transformed
   std::unique_ptr<BatchLoader> loader_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::optional<c10::ScalarType> autocast_dtype_;  // mixed precision: forward and loss in it
+  std::optional<LossScaler> loss_scaler_;          // --precision fp16
+  int64_t overflow_steps_ = 0;                     // steps skipped for a gradient overflow
   std::unique_ptr<SampleOrder> order_;
-  std::vector<torch::Tensor> parameters_;
-  std::vector<torch::Tensor> state_tensors_;  // parameters, buffers, optimizer state
+  std::vector<NamedTensor> named_parameters_;  // every parameter, trained or frozen
+  std::vector<torch::Tensor> parameters_;      // the trained ones: all-reduced and updated
+  std::vector<torch::Tensor> model_tensors_;   // every parameter and buffer
+  std::vector<StateTensor> state_;             // parameters, buffers, optimizer state, named
+  std::vector<torch::Tensor> state_tensors_;   // state_'s tensors, as broadcast to newcomers
   std::unique_ptr<GradientBuckets> buckets_;
   Progress progress_;
   std::unique_ptr<StoreServer> store_;
@@ -154,14 +275,16 @@ class Trainer {
 // width, the CNNs' image size, and the classes dataset.json declares for the label.
 ModelOptions Trainer::ModelFor(const Dataset& dataset) const {
   ModelOptions options = config_.model;
-  if (options.kind == ModelKind::kTorchScript || config_.data.packed_dir.empty()) return options;
-  const std::vector<int64_t> shape = dataset.sample_shape();
+  if (options.kind == ModelKind::kTorchScript || config_.data.packed_dir.empty() || !roles_.input)
+    return options;
+  const std::vector<int64_t>& shape = dataset.fields()[*roles_.input].shape;
   int64_t features = 1;
   for (int64_t dimension : shape) features *= dimension;
   options.input_features = static_cast<int>(features);
   if (shape.size() == 3) options.image_size = static_cast<int>(shape[1]);
-  if (const std::optional<int64_t> classes = dataset.classes()) {
-    options.classes = static_cast<int>(*classes);
+  if (roles_.label) {
+    if (const std::optional<int64_t> classes = dataset.fields()[*roles_.label].classes)
+      options.classes = static_cast<int>(*classes);
   }
   log::Info("trainer", job(), "the built-in model follows the dataset",
             {{"input_features", options.input_features},
@@ -187,14 +310,24 @@ Status Trainer::Init() {
   Result<std::unique_ptr<Dataset>> dataset = MakeDataset(config_.data);
   if (!dataset.ok()) return dataset.error();
   dataset_ = std::move(*dataset);
+  Result<FieldRoles> roles = AssignFieldRoles(*dataset_, config_.data);
+  if (!roles.ok()) return roles.error();
+  roles_ = *roles;
   Result<std::unique_ptr<TrainingModel>> model = MakeModel(ModelFor(*dataset_));
   if (!model.ok()) return model.error();
   model_ = std::move(*model);
   model_->To(compute_->device());
-  Result<DeviceTransform> transform =
-      DeviceTransform::Make(config_.transform, dataset_->sample_shape(), dataset_->input_type());
-  if (!transform.ok()) return transform.error();
-  transform_ = std::move(*transform);
+  SetUpPrecision();
+  if (Status status = model_->Bind(dataset_->fields(), roles_); !status.ok()) return status;
+  if (Status status = CollectParameters(); !status.ok()) return status;
+  if (!model_->HasLoss()) {
+    if (Status status = CheckClassLabel(*dataset_, roles_, config_.data); !status.ok())
+      return status;
+  }
+  if (Status status = SetUpTransform(); !status.ok()) return status;
+  if (Status status = ProbeModel(); !status.ok()) return status;
+  if (Status status = OpenEvaluationSet(); !status.ok()) return status;
+  last_evaluation_.set_step(-1);
   loader_ = std::make_unique<BatchLoader>(*dataset_, *compute_, config_.loader_threads);
   if (config_.epochs > 0) {
     log::Info("trainer", job(), "training for epochs",
@@ -203,36 +336,20 @@ Status Trainer::Init() {
                {"last_position", config_.epochs * dataset_->size()}});
   }
   order_ = std::make_unique<SampleOrder>(dataset_->size(), config_.seed, config_.shuffle);
-  parameters_ = model_->Parameters();
-  for (const torch::Tensor& parameter : parameters_) {
-    if (parameter.scalar_type() != torch::kFloat32 || !parameter.is_contiguous()) {
-      return InvalidArgument("--torchscript",
-                             "every parameter must be a contiguous float32 tensor");
-    }
-  }
-  // NCCL reduces the buckets in GPU memory; Gloo in host memory.
+  std::vector<torch::Tensor> buffers;
+  for (const NamedTensor& buffer : model_->NamedBuffers()) buffers.push_back(buffer.tensor);
+  // NCCL reduces the buckets in GPU memory; Gloo in host memory. Buffers are averaged in them.
   buckets_ = std::make_unique<GradientBuckets>(
       parameters_, config_.bucket_elements,
-      collective_kind_ == CollectiveKind::kNccl ? compute_->device() : torch::Device(torch::kCPU));
+      collective_kind_ == CollectiveKind::kNccl ? compute_->device() : torch::Device(torch::kCPU),
+      buffers);
   optimizer_ = MakeOptimizer(config_.optimizer, parameters_);
-  state_tensors_ = parameters_;
-  for (const torch::Tensor& buffer : model_->Buffers()) state_tensors_.push_back(buffer);
-  for (const torch::Tensor& tensor : optimizer_->State()) state_tensors_.push_back(tensor);
-
-  if (!config_.checkpoint_dir.empty()) {
-    auto checkpoint = ReadLatestCheckpoint(config_.checkpoint_dir);
-    if (!checkpoint.ok()) return checkpoint.error();
-    if (checkpoint->has_value()) {
-      Result<Progress> progress = UnpackState(**checkpoint, state_tensors_);
-      if (!progress.ok()) return progress.error();
-      progress_ = *progress;
-      log::Info("trainer", job(), "resumed from checkpoint",
-                {{"step", progress_.step},
-                 {"cursor", progress_.cursor},
-                 {"checksum", Checksum(parameters_)},
-                 {"dir", config_.checkpoint_dir}});
-    }
+  std::vector<std::string> trained_names;
+  for (const NamedTensor& parameter : named_parameters_) {
+    if (parameter.tensor.requires_grad()) trained_names.push_back(parameter.name);
   }
+  CollectState(trained_names);
+  if (Status status = RestoreStartingPoint(); !status.ok()) return status;
   if (!config_.sample_log.empty()) {
     sample_log_.open(config_.sample_log, std::ios::app);
     if (!sample_log_) return InvalidArgument("--sample-log", "cannot open " + config_.sample_log);
@@ -315,12 +432,413 @@ Status Trainer::Init() {
              {"device_product", compute_->product()},
              {"collective", collective_kind_ == CollectiveKind::kNccl ? "nccl" : "gloo"},
              {"parameters", buckets_->elements()},
+             {"frozen_parameters", static_cast<int>(named_parameters_.size() - parameters_.size())},
+             {"buffers", static_cast<int>(model_tensors_.size() - named_parameters_.size())},
+             {"custom_loss", model_->HasLoss()},
              {"gradient_buckets", buckets_->bucket_count()},
              {"overlap", config_.overlap},
              {"step", progress_.step},
              {"metrics_port", metrics_->port()},
              {"pid", static_cast<int>(getpid())}});
   return Ok();
+}
+
+Status Trainer::CollectParameters() {
+  named_parameters_ = model_->NamedParameters();
+  const bool scripted = config_.model.kind == ModelKind::kTorchScript;
+  for (const NamedTensor& parameter : named_parameters_) {
+    if (parameter.tensor.scalar_type() != torch::kFloat32) {
+      return InvalidArgument(
+          scripted ? "--torchscript" : "--model",
+          "parameter " + parameter.name + " is " + c10::toString(parameter.tensor.scalar_type()) +
+              ": fulcrum-trainer keeps and updates float32 parameters. Save the module after "
+              "module.float(); lower precision is for the computation, not the stored weights");
+    }
+    if (!parameter.tensor.is_contiguous() &&
+        !parameter.tensor.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+      return InvalidArgument(scripted ? "--torchscript" : "--model",
+                             "parameter " + parameter.name + " is not contiguous");
+    }
+    if (parameter.tensor.requires_grad()) parameters_.push_back(parameter.tensor);
+  }
+  if (parameters_.empty()) {
+    return InvalidArgument(scripted ? "--torchscript" : "--model",
+                           "no parameter has requires_grad=True: there is nothing to train (a "
+                           "frozen parameter is neither all-reduced nor updated)");
+  }
+  return Ok();
+}
+
+void Trainer::CollectState(const std::vector<std::string>& trained_names) {
+  for (const NamedTensor& parameter : named_parameters_) {
+    state_.push_back({"parameter", parameter.name, parameter.tensor});
+  }
+  for (const NamedTensor& buffer : model_->NamedBuffers()) {
+    state_.push_back({"buffer", buffer.name, buffer.tensor});
+  }
+  for (const StateTensor& entry : state_) model_tensors_.push_back(entry.tensor);
+  const std::vector<torch::Tensor> optimizer_state = optimizer_->State();
+  const std::vector<std::string> optimizer_names = optimizer_->StateNames(trained_names);
+  for (std::size_t i = 0; i < optimizer_state.size(); ++i) {
+    state_.push_back({"optimizer", optimizer_names[i], optimizer_state[i]});
+  }
+  if (loss_scaler_) state_.push_back({"scaler", "loss_scale", loss_scaler_->state()});
+  for (const StateTensor& entry : state_) state_tensors_.push_back(entry.tensor);
+}
+
+void Trainer::SetUpPrecision() {
+  const PrecisionOptions& options = config_.precision;
+  const bool cuda = compute_->device().is_cuda();
+  if (options.precision == Precision::kBFloat16) autocast_dtype_ = torch::kBFloat16;
+  if (options.precision == Precision::kFloat16) {
+    loss_scaler_.emplace(options.initial_loss_scale, options.loss_scale_growth_interval);
+    if (cuda) {
+      autocast_dtype_ = torch::kHalf;
+    } else {
+      log::Warn("trainer", job(),
+                "--precision fp16 on a CPU: loss scaling with float32 compute (libtorch's CPU "
+                "autocast has no float16)",
+                {{"initial_loss_scale", options.initial_loss_scale}});
+    }
+  }
+  if (options.channels_last) {
+    torch::NoGradGuard no_grad;
+    // In place, so the module keeps the same tensors (and TorchScript its attributes).
+    for (const NamedTensor& tensor : model_->NamedParameters()) {
+      if (tensor.tensor.dim() == 4)
+        tensor.tensor.set_data(tensor.tensor.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+}
+
+Status Trainer::SetUpTransform() {
+  const TransformOptions& options = config_.transform;
+  const bool requested = options.scale > 0 || !options.mean.empty() || options.crop_padding > 0 ||
+                         options.horizontal_flip;
+  if (!roles_.input) {
+    if (!requested) return Ok();
+    return InvalidArgument("--input-field",
+                           "is required: the input transforms apply to one field "
+                           "and the dataset has " +
+                               std::to_string(dataset_->fields().size()) + " (" +
+                               dataset_->FieldNames() + ")");
+  }
+  const DataField& input = dataset_->fields()[*roles_.input];
+  // Built-in networks take float32; a user's module takes images (uint8) and features (floats)
+  // as float32 too, but token ids and masks (other integers) as stored unless a transform is
+  // asked for.
+  const bool transformed = config_.model.kind != ModelKind::kTorchScript ||
+                           input.type == torch::kUInt8 || c10::isFloatingType(input.type) ||
+                           requested;
+  if (!transformed) return Ok();
+  Result<DeviceTransform> transform = DeviceTransform::Make(options, input.shape, input.type);
+  if (!transform.ok()) return transform.error();
+  transform_ = std::move(*transform);
+  return Ok();
+}
+
+std::vector<torch::Tensor> Trainer::ModelFields(const Batch& batch,
+                                                std::span<const int64_t> indices, int64_t first,
+                                                int64_t last, int64_t position,
+                                                bool augment) const {
+  std::vector<torch::Tensor> fields;
+  for (const torch::Tensor& field : batch.fields) fields.push_back(field.slice(0, first, last));
+  if (transform_) {
+    torch::Tensor& input = fields[*roles_.input];
+    input = transform_->Apply(input, indices, position, dataset_->size(), augment);
+    if (config_.precision.channels_last && input.dim() == 4)
+      input = input.contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  return fields;
+}
+
+Status Trainer::OpenEvaluationSet() {
+  if (config_.eval_dataset.empty()) return Ok();
+  DatasetOptions options = config_.data;
+  options.packed_dir = config_.eval_dataset;
+  options.record_file.clear();
+  options.emulated_read_microseconds_per_sample = 0;
+  Result<std::unique_ptr<Dataset>> dataset = MakeDataset(options);
+  if (!dataset.ok()) return InvalidArgument("--eval-dataset", dataset.error().ToString());
+  eval_dataset_ = std::move(*dataset);
+  // Forward, the loss and the transforms were bound to the training set's fields.
+  auto describe = [](const DataField& field) {
+    std::string text = std::string(c10::toString(field.type)) + " [";
+    for (std::size_t i = 0; i < field.shape.size(); ++i)
+      text += (i ? ", " : "") + std::to_string(field.shape[i]);
+    return text + "]";
+  };
+  const std::vector<DataField>& train = dataset_->fields();
+  const std::vector<DataField>& eval = eval_dataset_->fields();
+  for (std::size_t i = 0; i < std::max(train.size(), eval.size()); ++i) {
+    if (i >= train.size() || i >= eval.size() || train[i].name != eval[i].name) {
+      return InvalidArgument("--eval-dataset", "has the fields " + eval_dataset_->FieldNames() +
+                                                   ", the training dataset " +
+                                                   dataset_->FieldNames() +
+                                                   ": both need the same fields in the same order");
+    }
+    if (train[i].type != eval[i].type || train[i].shape != eval[i].shape) {
+      return InvalidArgument("--eval-dataset", "field " + eval[i].name + " is " +
+                                                   describe(eval[i]) + " there but " +
+                                                   describe(train[i]) + " in the training dataset");
+    }
+  }
+  log::Info("trainer", job(), "evaluation set opened",
+            {{"dir", config_.eval_dataset},
+             {"samples", eval_dataset_->size()},
+             {"every_steps", config_.eval_every}});
+  return Ok();
+}
+
+Status Trainer::Evaluate(Collective& collective, const std::vector<int>& batches,
+                         int64_t generation) {
+  if (!eval_dataset_ || last_evaluation_.step() == progress_.step) return Ok();
+  const auto start = SteadyClock::now();
+  const int64_t size = eval_dataset_->size();
+  const int64_t global = std::accumulate(batches.begin(), batches.end(), int64_t{0});
+  const int64_t before = std::accumulate(batches.begin(), batches.begin() + rank_, int64_t{0});
+  const int64_t first = global > 0 ? size * before / global : 0;
+  const int64_t last =
+      global > 0 ? size * (before + batches[static_cast<std::size_t>(rank_)]) / global : size;
+  const bool class_label = roles_.label.has_value() &&
+                           c10::isIntegralType(dataset_->fields()[*roles_.label].type, false) &&
+                           dataset_->fields()[*roles_.label].shape.empty();
+  double loss_sum = 0.0, correct = 0.0;
+  bool accuracy = class_label;
+  model_->SetTraining(false);
+  {
+    torch::NoGradGuard no_grad;
+    for (int64_t begin = first; begin < last; begin += config_.eval_batch_size) {
+      const int64_t end = std::min(last, begin + config_.eval_batch_size);
+      std::vector<int64_t> indices(static_cast<std::size_t>(end - begin));
+      std::iota(indices.begin(), indices.end(), begin);
+      Batch batch = eval_dataset_->Get(indices);
+      for (torch::Tensor& field : batch.fields) field = field.to(compute_->device());
+      const std::vector<torch::Tensor> fields =
+          ModelFields(batch, indices, 0, end - begin, begin, /*augment=*/false);
+      AutocastGuard autocast(compute_->device().type(), autocast_dtype_);
+      const c10::IValue outputs = model_->Forward(fields);
+      loss_sum += LossOf(outputs, fields).to(torch::kFloat32).item<double>();
+      // Top-1 where forward returns one row of class scores per sample.
+      accuracy = accuracy && outputs.isTensor() && outputs.toTensor().dim() == 2;
+      if (accuracy) {
+        correct += outputs.toTensor()
+                       .argmax(1)
+                       .eq(fields[*roles_.label].to(torch::kInt64))
+                       .sum()
+                       .item<double>();
+      }
+    }
+  }
+  model_->SetTraining(true);
+  // Sums in float64, so the result does not depend on how the set was split.
+  std::vector<double> sums = {loss_sum, correct, static_cast<double>(last - first),
+                              last > first ? 1.0 : 0.0, last > first && accuracy ? 1.0 : 0.0};
+  if (Status status = collective.AllReduceSum(sums); !status.ok()) return status;
+  last_evaluation_.set_generation(generation);
+  last_evaluation_.set_step(progress_.step);
+  last_evaluation_.set_samples(static_cast<int64_t>(sums[2]));
+  last_evaluation_.set_loss(sums[2] > 0 ? sums[0] / sums[2] : 0.0);
+  // Every rank that evaluated samples could score them as classes.
+  last_evaluation_.set_has_accuracy(sums[4] == sums[3] && sums[3] > 0);
+  last_evaluation_.set_accuracy(last_evaluation_.has_accuracy() ? sums[1] / sums[2] : 0.0);
+  last_evaluation_.set_seconds(SecondsSince(start));
+  if (rank_ == 0) membership_->ReportEvaluation(last_evaluation_);
+  log::Info(
+      "trainer", job(), "evaluated",
+      {{"step", progress_.step},
+       {"rank", rank_},
+       {"loss", last_evaluation_.loss()},
+       {"accuracy", last_evaluation_.has_accuracy() ? nlohmann::json(last_evaluation_.accuracy())
+                                                    : nlohmann::json(nullptr)},
+       {"samples", last_evaluation_.samples()},
+       {"shard", {first, last}},
+       {"seconds", last_evaluation_.seconds()}});
+  return Ok();
+}
+
+torch::Tensor Trainer::LossOf(const c10::IValue& outputs,
+                              const std::vector<torch::Tensor>& fields) {
+  if (model_->HasLoss()) {
+    torch::Tensor loss = model_->Loss(outputs, fields);
+    TORCH_CHECK(loss.dim() == 0, "the module's loss method returned a tensor of shape ",
+                loss.sizes(), ", not one number (the sum over the batch)");
+    return loss;
+  }
+  TORCH_CHECK(outputs.isTensor(), "forward returned a ", outputs.tagKind(),
+              ": the default loss needs class logits [batch, classes] (or give the module a "
+              "loss method)");
+  return torch::nn::functional::cross_entropy(
+      outputs.toTensor(), fields[*roles_.label].to(torch::kInt64),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
+Status Trainer::ProbeModel() {
+  const int64_t samples = std::min<int64_t>(dataset_->size(), 8);
+  if (config_.model.kind != ModelKind::kTorchScript || samples < 1) return Ok();
+  std::vector<int64_t> indices(static_cast<std::size_t>(samples));
+  std::iota(indices.begin(), indices.end(), int64_t{0});
+  Batch batch = dataset_->Get(indices);
+  for (torch::Tensor& field : batch.fields) field = field.to(compute_->device());
+  // In eval mode (no dropout, BatchNorm on its running statistics): a sample's loss does not
+  // depend on the others, so a sum is additive over any split of the batch.
+  model_->SetTraining(false);
+  torch::NoGradGuard no_grad;
+  auto loss_of = [&](int64_t first, int64_t last) {
+    const std::vector<torch::Tensor> fields =
+        ModelFields(batch,
+                    std::span(indices).subspan(static_cast<std::size_t>(first),
+                                               static_cast<std::size_t>(last - first)),
+                    first, last, first);
+    return LossOf(model_->Forward(fields), fields).item<double>();
+  };
+  double whole = 0.0, front = 0.0, back = 0.0;
+  const int64_t half = samples / 2;
+  try {
+    whole = loss_of(0, samples);
+    if (half > 0) front = loss_of(0, half), back = loss_of(half, samples);
+  } catch (const std::exception& error) {
+    model_->SetTraining(true);
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
+    return InvalidArgument(
+        "--torchscript",
+        "the module fails on the dataset's first " + std::to_string(samples) + " samples: " +
+            ShortError(torch_error ? torch_error->what_without_backtrace() : error.what()));
+  }
+  model_->SetTraining(true);
+  if (!model_->HasLoss() || half == 0) return Ok();
+  const double sum = front + back;
+  const double mean =
+      (front * static_cast<double>(half) + back * static_cast<double>(samples - half)) /
+      static_cast<double>(samples);
+  const double tolerance = 1e-3 * std::max(std::abs(whole), std::abs(sum)) + 1e-6;
+  const std::string measured = "loss of samples 0-" + std::to_string(samples - 1) + " = " +
+                               std::to_string(whole) + ", of their halves " +
+                               std::to_string(front) + " and " + std::to_string(back);
+  if (std::abs(whole - sum) <= tolerance) return Ok();
+  if (std::abs(whole - mean) <= tolerance) {
+    return InvalidArgument(
+        "--torchscript",
+        "the module's loss method returns the mean over the batch (" + measured +
+            "): return the sum (reduction='sum'). Workers train unequal batches; the trainer "
+            "adds their sums and divides by the global batch, which a mean would weight wrongly");
+  }
+  return InvalidArgument("--torchscript",
+                         "the module's loss method is not a sum over the samples (" + measured +
+                             "): return the sum of per-sample losses; put regularisation in "
+                             "--weight-decay");
+}
+
+Status Trainer::RestoreStartingPoint() {
+  if (!config_.checkpoint_dir.empty()) {
+    Result<std::optional<CheckpointFile>> checkpoint = ReadLatestCheckpoint(config_.checkpoint_dir);
+    if (!checkpoint.ok()) return checkpoint.error();
+    if (checkpoint->has_value()) {
+      const CheckpointFile& file = **checkpoint;
+      if (Status status = RestoreTensors(file.contents, state_,
+                                         {"parameter", "buffer", "optimizer", "scaler"}, file.path);
+          !status.ok()) {
+        return status;
+      }
+      progress_ = file.contents.progress;
+      log::Info("trainer", job(), "resumed from checkpoint",
+                {{"step", progress_.step},
+                 {"cursor", progress_.cursor},
+                 {"checksum", Checksum(parameters_)},
+                 {"file", file.path}});
+      return Ok();
+    }
+  }
+  if (config_.init_from.empty()) return Ok();
+  // Parameters and buffers by name; the optimizer and the step start afresh (fine-tuning).
+  std::vector<StateTensor> weights;
+  for (const StateTensor& entry : state_) {
+    if (entry.group != "optimizer") weights.push_back(entry);
+  }
+  CheckpointContents source;
+  if (config_.init_from.ends_with(".bin")) {
+    Result<CheckpointContents> contents = ReadCheckpoint(config_.init_from);
+    if (!contents.ok()) return InvalidArgument("--init-from", contents.error().message);
+    source = std::move(*contents);
+  } else {
+    try {
+      torch::jit::Module module = torch::jit::load(config_.init_from, torch::kCPU);
+      for (const auto& item : module.named_parameters())
+        source.tensors.push_back({"parameter", item.name, item.value});
+      for (const auto& item : module.named_buffers())
+        source.tensors.push_back({"buffer", item.name, item.value});
+    } catch (const std::exception& error) {
+      return InvalidArgument("--init-from", "cannot load \"" + config_.init_from +
+                                                "\" as TorchScript (a model.pt) or a checkpoint "
+                                                "(*.bin): " +
+                                                ShortError(error.what()));
+    }
+  }
+  if (Status status = RestoreTensors(source, weights, {"parameter", "buffer"},
+                                     "--init-from " + config_.init_from);
+      !status.ok()) {
+    return InvalidArgument("--init-from", status.error().message);
+  }
+  log::Info("trainer", job(), "initialised from weights",
+            {{"file", config_.init_from}, {"checksum", Checksum(parameters_)}});
+  return Ok();
+}
+
+void Trainer::WriteOutput(const char* why) {
+  if (config_.output_dir.empty()) return;
+  const std::filesystem::path directory(config_.output_dir);
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  // Written under temporary names and renamed, so a reader never sees half a model.
+  const std::filesystem::path model_path = directory / "model.pt";
+  const std::filesystem::path model_temporary = directory / ".model.pt.tmp";
+  Status status = model_->Save(model_temporary.string());
+  if (status.ok()) {
+    std::filesystem::rename(model_temporary, model_path, error);
+    if (error) status = MakeError(ErrorCode::kUnavailable, "rename: " + error.message());
+  }
+  if (!status.ok()) {
+    log::Error("trainer", job(), "cannot write the trained model",
+               {{"error", status.error().ToString()}, {"dir", config_.output_dir}});
+    return;
+  }
+  const nlohmann::json metadata = {
+      {"format", "fulcrum.model"},
+      {"version", 1},
+      {"job", job()},
+      {"why", why},
+      {"step", progress_.step},
+      {"samples_seen", progress_.cursor},
+      {"final_loss", last_loss_},
+      {"last_evaluation",
+       last_evaluation_.step() < 0
+           ? nlohmann::json(nullptr)
+           : nlohmann::json{{"step", last_evaluation_.step()},
+                            {"loss", last_evaluation_.loss()},
+                            {"accuracy", last_evaluation_.has_accuracy()
+                                             ? nlohmann::json(last_evaluation_.accuracy())
+                                             : nlohmann::json(nullptr)},
+                            {"samples", last_evaluation_.samples()}}},
+      {"checksum", Checksum(parameters_)},
+      {"model",
+       {{"kind", config_.model.kind == ModelKind::kTorchScript ? "torchscript" : "builtin"},
+        {"file", config_.model.torchscript},
+        {"parameters", named_parameters_.size()},
+        {"trained_parameters", parameters_.size()},
+        {"custom_loss", model_->HasLoss()}}},
+      {"dataset", DatasetJson(config_.data, dataset_->size())},
+      {"recipe", RecipeJson(config_)},
+  };
+  const std::filesystem::path json_path = directory / "model.json";
+  const std::filesystem::path json_temporary = directory / ".model.json.tmp";
+  {
+    std::ofstream out(json_temporary);
+    out << metadata.dump(2) << "\n";
+  }
+  std::filesystem::rename(json_temporary, json_path, error);
+  log::Info(
+      "trainer", job(), "trained model written",
+      {{"model", model_path.string()}, {"metadata", json_path.string()}, {"step", progress_.step}});
 }
 
 void Trainer::HandleControls() {
@@ -352,8 +870,9 @@ bool Trainer::WantsToLeave(int64_t generation) const {
 void Trainer::WriteCheckpointNow(const char* why) {
   if (config_.checkpoint_dir.empty()) return;
   const std::string writer = config_.pod + "." + std::to_string(getpid());
-  Status status = WriteCheckpoint(config_.checkpoint_dir, writer, progress_.step,
-                                  PackState(state_tensors_, progress_));
+  Status status =
+      WriteCheckpoint(config_.checkpoint_dir, writer, progress_.step,
+                      EncodeCheckpoint(state_, progress_, {{"job", job()}, {"loss", last_loss_}}));
   if (!status.ok()) {
     log::Error("trainer", job(), "checkpoint failed", {{"error", status.error().ToString()}});
     return;
@@ -368,6 +887,8 @@ void Trainer::LogFinished(const char* why) {
              {"step", progress_.step},
              {"cursor", progress_.cursor},
              {"checksum", Checksum(parameters_)},
+             // Buffers too (BatchNorm statistics): equal on every rank when they are averaged.
+             {"model_checksum", Checksum(model_tensors_)},
              {"loss", last_loss_},
              {"pid", static_cast<int>(getpid())},
              {"samples", totals_.samples},
@@ -375,6 +896,7 @@ void Trainer::LogFinished(const char* why) {
              {"data_wait_seconds_total", totals_.data_wait_seconds},
              {"loads_started", loader_ ? loader_->loads_started() : 0},
              {"loads_dropped", loader_ ? loader_->loads_dropped() : 0},
+             {"overflow_steps", overflow_steps_},
              {"coordinator_seconds_total", totals_.coordinator_seconds}});
 }
 
@@ -406,8 +928,12 @@ int Trainer::Run() {
       return 0;
     }
     if (Finished()) {
-      if (rank_ == 0) WriteCheckpointNow("final");
+      if (rank_ == 0) {
+        WriteCheckpointNow("final");
+        WriteOutput(config_.epochs > 0 ? "epochs done" : "steps done");
+      }
       LogFinished(config_.epochs > 0 ? "epochs done" : "steps done");
+      membership_->Flush(std::chrono::seconds(5));  // the final report and evaluation
       return 0;
     }
     std::optional<fulcrum::v1::Assignment> assignment =
@@ -517,8 +1043,29 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
   }
   fulcrum::v1::Assignment plan = assignment;
   PrefetchFrom(progress_.cursor, std::vector<int>(plan.batches().begin(), plan.batches().end()));
+  // Evaluation errors: a collective that failed ends the generation; a model that fails on the
+  // evaluation set ends the job, as a failed step does.
+  auto evaluate = [&]() -> std::optional<GenerationEnd> {
+    try {
+      const std::vector<int> batches(plan.batches().begin(), plan.batches().end());
+      if (Status status = Evaluate(**collective, batches, assignment.generation()); !status.ok()) {
+        log::Warn("trainer", job(), "fell out while evaluating",
+                  {{"error", status.error().ToString()}});
+        return GenerationEnd::kFellOut;
+      }
+    } catch (const std::exception& error) {
+      log::Error("trainer", job(), "evaluation failed in the model or data",
+                 {{"step", progress_.step}, {"error", error.what()}});
+      return GenerationEnd::kFatal;
+    }
+    return std::nullopt;
+  };
   while (true) {
-    if (Finished()) return GenerationEnd::kFinished;
+    if (Finished()) {
+      // The final evaluation: every rank reaches the end at the same step.
+      if (std::optional<GenerationEnd> end = evaluate()) return *end;
+      return GenerationEnd::kFinished;
+    }
     HandleControls();
     const int64_t global_batch =
         std::accumulate(plan.batches().begin(), plan.batches().end(), int64_t{0});
@@ -547,6 +1094,10 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
                  {"error", stay.error().ToString()}});
       return GenerationEnd::kFellOut;
     }
+    // Every rank committed the same step, so all evaluate at it (leaving or not).
+    if (config_.eval_every > 0 && progress_.step % config_.eval_every == 0 && !Finished()) {
+      if (std::optional<GenerationEnd> end = evaluate()) return *end;
+    }
     if (!*stay) return GenerationEnd::kLeft;
   }
 }
@@ -573,15 +1124,23 @@ void Trainer::ForwardBackwardOnce(const Batch& batch, const BatchRequest& reques
         "EMULATED out of memory: micro-batch of ", samples, " > --emulated-max-micro-batch ",
         config_.emulated_max_micro_batch);
     const auto first = static_cast<int64_t>(begin), last = static_cast<int64_t>(end);
-    const torch::Tensor inputs = transform_->Apply(batch.inputs.slice(0, first, last),
-                                                   std::span(indices).subspan(begin, end - begin),
-                                                   request.range.begin + first, dataset_->size());
-    torch::Tensor loss = torch::nn::functional::cross_entropy(
-        model_->Forward(inputs), batch.targets.slice(0, first, last),
-        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    const std::vector<torch::Tensor> fields =
+        ModelFields(batch, std::span(indices).subspan(begin, end - begin), first, last,
+                    request.range.begin + first);
+    torch::Tensor loss;
+    {
+      // Forward and the loss under autocast (mixed precision); backward outside it, as in
+      // PyTorch. The loss is summed in float32 whatever autocast made of it.
+      AutocastGuard autocast(compute_->device().type(), autocast_dtype_);
+      loss = LossOf(model_->Forward(fields), fields).to(torch::kFloat32);
+    }
     // The last micro-step's gradients are final: all-reduce them while backward goes on.
     if (config_.overlap && micro + 1 == micro_steps) buckets_->Arm();
-    loss.backward();
+    if (loss_scaler_) {
+      (loss * loss_scaler_->scale()).backward();  // unscaled with the mean (WriteMeanGradients)
+    } else {
+      loss.backward();
+    }
     loss_sum += loss.item<double>();
   }
 }
@@ -700,7 +1259,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
       control[ControlLayout::kPlan + static_cast<std::size_t>(r)] = chosen.batches(r);
   }
   double coordinator_seconds = SecondsSince(plan_lookup_start);
-  buckets_->SetControl(control);
+  // Buffers (BatchNorm statistics) weighted by this rank's samples: all ranks get the mean.
+  buckets_->SetControl(control, local_batch);
 
   const double device_compute_seconds = compute_->FinishComputeSeconds();
   const double factor = slowdown_.Current(job());
@@ -721,6 +1281,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   // The buckets backward did not start (all of them without overlap), then the wait for all.
   if (Status status = buckets_->Finish(); !status.ok()) return status.error();
   control = buckets_->SummedControl();
+  buckets_->WriteAveraged(control[ControlLayout::kBatch]);
   const double comm_seconds = SecondsSince(after_compute);
 
   // Commit: from here on the step happened, identically on every rank.
@@ -735,11 +1296,26 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     log::Warn("trainer", job(), "non-finite loss: the update is skipped on every rank",
               {{"step", progress_.step}, {"in_a_row", nonfinite_steps_}});
   }
+  const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
   if (global_batch > 0 && finite) {
-    gradient_norm = buckets_->WriteMeanGradients(global_batch, config_.clip_gradient_norm);
-    learning_rate = LearningRateAt(config_.optimizer.learning_rate, config_.schedule,
-                                   progress_.step, TotalSteps(static_cast<int64_t>(global_batch)));
-    optimizer_->Step(parameters_, learning_rate);
+    // Divided by the loss scale too: the mean gradient of the unscaled loss.
+    gradient_norm =
+        buckets_->WriteMeanGradients(global_batch * loss_scale, config_.clip_gradient_norm);
+    // Every rank holds the same aggregated gradient, so every rank takes the same decision.
+    const bool apply = !loss_scaler_ || loss_scaler_->Update(std::isfinite(gradient_norm));
+    if (apply) {
+      learning_rate =
+          LearningRateAt(config_.optimizer.learning_rate, config_.schedule, progress_.step,
+                         TotalSteps(static_cast<int64_t>(global_batch)));
+      optimizer_->Step(parameters_, learning_rate);
+    } else {
+      ++overflow_steps_;
+      log::Warn("trainer", job(),
+                "gradient overflow: the update is skipped on every rank, the loss scale halved",
+                {{"step", progress_.step},
+                 {"loss_scale", loss_scale},
+                 {"next_loss_scale", loss_scaler_->scale()}});
+    }
   }
   const int64_t step = progress_.step;
   progress_.step += 1;
@@ -783,6 +1359,9 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   report.set_data_wait_seconds(data_wait_seconds);
   // Clipped by the end of the last epoch: fewer samples than the plan gave this rank.
   report.set_partial(local_batch < batches[static_cast<std::size_t>(rank_)]);
+  report.set_global_loss(global_batch > 0 && finite
+                             ? control[ControlLayout::kLossSum] / global_batch
+                             : std::numeric_limits<double>::quiet_NaN());
   const auto report_start = SteadyClock::now();
   // Progress first: Report wakes the link's writer thread, which then takes the link's lock.
   membership_->SetProgress(base.generation(), progress_.step);
@@ -822,6 +1401,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
          {"loss", last_loss_},
          {"gradient_norm", gradient_norm},
          {"learning_rate", learning_rate},
+         {"loss_scale", loss_scale},
          {"clipped", config_.clip_gradient_norm > 0 && gradient_norm > config_.clip_gradient_norm},
          {"compute_seconds", compute_seconds},
          {"data_wait_seconds", data_wait_seconds},

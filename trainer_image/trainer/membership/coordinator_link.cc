@@ -230,6 +230,7 @@ void CoordinatorLink::WriterLoop(std::stop_token stop) {
       if (stop.stop_requested()) return;
       message = std::move(outgoing_.front());
       outgoing_.pop_front();
+      writing_ = true;
     }
     std::lock_guard write_lock(write_mutex_);
     grpc::ClientReaderWriter<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>* stream;
@@ -238,6 +239,11 @@ void CoordinatorLink::WriterLoop(std::stop_token stop) {
       stream = stream_;
     }
     if (stream != nullptr) stream->Write(message);  // dropped while disconnected
+    {
+      std::lock_guard lock(mutex_);
+      writing_ = false;
+    }
+    changed_.notify_all();  // Flush
   }
 }
 
@@ -288,6 +294,17 @@ void CoordinatorLink::Report(const fulcrum::v1::StepReport& report) {
   fulcrum::v1::TrainerMessage message;
   *message.mutable_step_report() = report;
   Send(message);  // best effort: training goes on without the coordinator
+}
+
+void CoordinatorLink::ReportEvaluation(const fulcrum::v1::Evaluation& evaluation) {
+  fulcrum::v1::TrainerMessage message;
+  *message.mutable_evaluation() = evaluation;
+  Send(message);
+}
+
+void CoordinatorLink::Flush(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, timeout, [&] { return outgoing_.empty() && !writing_; });
 }
 
 bool CoordinatorLink::RequestRejoin(int64_t generation, const std::string& reason) {

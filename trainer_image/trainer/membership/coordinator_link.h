@@ -46,6 +46,8 @@ class CoordinatorLink final : public Membership {
   std::optional<fulcrum::v1::Control> TakeControl() override;
   std::optional<Error> Fatal() override;
   void Report(const fulcrum::v1::StepReport& report) override;
+  void ReportEvaluation(const fulcrum::v1::Evaluation& evaluation) override;
+  void Flush(std::chrono::milliseconds timeout) override;
   bool RequestRejoin(int64_t generation, const std::string& reason) override;
   void SetProgress(int64_t generation, int64_t step) override;
   bool WaitForAbandon(int64_t generation, std::stop_token stop) override;
@@ -74,8 +76,9 @@ class CoordinatorLink final : public Membership {
   grpc::ClientContext* context_ = nullptr;
   grpc::ClientReaderWriter<fulcrum::v1::TrainerMessage, fulcrum::v1::CoordinatorMessage>* stream_ =
       nullptr;
-  std::mutex write_mutex_;                               // one Write at a time on the stream
-  std::deque<fulcrum::v1::TrainerMessage> outgoing_;     // guarded by mutex_
+  std::mutex write_mutex_;                            // one Write at a time on the stream
+  std::deque<fulcrum::v1::TrainerMessage> outgoing_;  // guarded by mutex_
+  bool writing_ = false;  // the writer holds a message it took from outgoing_; guarded by mutex_
   std::chrono::steady_clock::time_point last_queued_{};  // guarded by mutex_
 
   std::jthread session_;

@@ -29,6 +29,9 @@ class Membership {
   // Set when membership can never work (wrong token, unknown job): the trainer exits.
   virtual std::optional<Error> Fatal() = 0;
   virtual void Report(const fulcrum::v1::StepReport& report) = 0;
+  virtual void ReportEvaluation(const fulcrum::v1::Evaluation& evaluation) = 0;
+  // Waits up to `timeout` for what was reported to be sent (before the trainer exits).
+  virtual void Flush(std::chrono::milliseconds timeout) = 0;
   // This trainer's collective failed: ask for a new generation. False if that cannot happen.
   virtual bool RequestRejoin(int64_t generation, const std::string& reason) = 0;
   virtual void SetProgress(int64_t generation, int64_t step) = 0;
@@ -55,6 +58,8 @@ class StaticMembership final : public Membership {
   std::optional<fulcrum::v1::Control> TakeControl() override { return std::nullopt; }
   std::optional<Error> Fatal() override { return std::nullopt; }
   void Report(const fulcrum::v1::StepReport&) override {}
+  void ReportEvaluation(const fulcrum::v1::Evaluation&) override {}
+  void Flush(std::chrono::milliseconds) override {}
   bool RequestRejoin(int64_t, const std::string&) override { return false; }
   void SetProgress(int64_t, int64_t) override {}
   bool WaitForAbandon(int64_t, std::stop_token stop) override {

@@ -11,6 +11,13 @@ std::vector<torch::Tensor> ZerosLike(const std::vector<torch::Tensor>& parameter
   return zeros;
 }
 
+std::vector<std::string> SlotNames(const std::string& slot,
+                                   const std::vector<std::string>& parameter_names) {
+  std::vector<std::string> names;
+  for (const std::string& parameter : parameter_names) names.push_back(slot + "/" + parameter);
+  return names;
+}
+
 // PyTorch's SGD with dampening 0: g <- g + wd * p; buf <- momentum * buf + g; then
 // p <- p - lr * buf, or with Nesterov p <- p - lr * (g + momentum * buf).
 class MomentumSgd final : public Optimizer {
@@ -31,6 +38,10 @@ class MomentumSgd final : public Optimizer {
     }
   }
   std::vector<torch::Tensor> State() override { return buffers_; }
+  std::vector<std::string> StateNames(
+      const std::vector<std::string>& parameter_names) const override {
+    return SlotNames("momentum_buffer", parameter_names);
+  }
 
  private:
   OptimizerOptions options_;
@@ -74,6 +85,14 @@ class Adam final : public Optimizer {
     state.insert(state.end(), second_.begin(), second_.end());
     state.push_back(steps_);
     return state;
+  }
+  std::vector<std::string> StateNames(
+      const std::vector<std::string>& parameter_names) const override {
+    std::vector<std::string> names = SlotNames("exp_avg", parameter_names);
+    for (std::string& name : SlotNames("exp_avg_sq", parameter_names))
+      names.push_back(std::move(name));
+    names.push_back("step");
+    return names;
   }
 
  private:

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "trainer_image/trainer/model/optimizer_options.h"
@@ -20,6 +21,10 @@ class Optimizer {
   virtual void Step(const std::vector<torch::Tensor>& parameters, double learning_rate) = 0;
   // Every tensor of state, in a fixed order (float64 scalars included as 1-element tensors).
   virtual std::vector<torch::Tensor> State() = 0;
+  // State()'s names, as checkpoints carry them: "<slot>/<parameter>" (slots as PyTorch's
+  // optimizers call them: momentum_buffer, exp_avg, exp_avg_sq) or "<slot>" for a global.
+  virtual std::vector<std::string> StateNames(
+      const std::vector<std::string>& parameter_names) const = 0;
 };
 
 std::unique_ptr<Optimizer> MakeOptimizer(const OptimizerOptions& options,

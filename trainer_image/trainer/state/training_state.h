@@ -1,13 +1,12 @@
 // Everything a trainer must agree on with its peers, as bytes: parameters, buffers, optimizer
-// state, step and data cursor. The same bytes are broadcast to newcomers and written as
-// checkpoints (atomically: write, fsync, rename).
+// state, step and data cursor, broadcast to newcomers. Every rank holds the same tensors in the
+// same order (checked by size), so no names travel; checkpoints carry them (checkpoint_file.h).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,13 +26,11 @@ Result<Progress> UnpackState(std::span<const std::byte> bytes,
                              const std::vector<torch::Tensor>& tensors);
 std::size_t PackedSize(const std::vector<torch::Tensor>& tensors);
 
+// FNV-1a 64 over `bytes`, continuing from `hash`. Why hand-written: a checksum that tells a torn
+// write or a diverged rank apart, not a cryptographic one; it is a few lines and needs no library.
+uint64_t Fnv1a(std::span<const std::byte> bytes, uint64_t hash = 1469598103934665603ULL);
+
 // FNV-1a over the tensors' bytes: equal on every rank iff the parameters are bit-identical.
 std::string Checksum(const std::vector<torch::Tensor>& tensors);
-
-// Writes checkpoint-<step>.bin into `directory`; `writer` makes the temporary name unique.
-Status WriteCheckpoint(const std::string& directory, const std::string& writer, int64_t step,
-                       std::span<const std::byte> state);
-// The newest readable checkpoint's bytes, or nullopt if there is none.
-Result<std::optional<std::vector<std::byte>>> ReadLatestCheckpoint(const std::string& directory);
 
 }  // namespace fulcrum::trainer

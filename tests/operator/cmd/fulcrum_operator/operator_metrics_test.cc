@@ -64,6 +64,13 @@ JobSessionSnapshot MixedJob() {
   job.ideal_samples_per_second = 1024;
   job.efficiency = 0.875;
   job.model_calibration = 0.96;
+  job.training_loss = 0.5;
+  job.last_evaluation = {.step = 100,
+                         .loss = 0.75,
+                         .accuracy = 0.625,
+                         .samples = 1000,
+                         .seconds = 2.0,
+                         .unix_seconds = 0.0};
   return job;
 }
 
@@ -92,6 +99,19 @@ TEST(RebalanceReasonKind, JoinedReasonsTakeTheFirstKindInPrecedenceOrder) {
   EXPECT_EQ(RebalanceReasonKind("policy a -> b; first plan"), "initial");
 }
 
+TEST(OperatorMetrics, AJobNotYetEvaluatedHasNaNEvaluationSeries) {
+  OperatorMetrics metrics;
+  coordinator::JobSessionSnapshot job = MixedJob();
+  job.last_evaluation = {};
+  metrics.UpdateJob("ml", "mixed", job, {.phase = "Running", .worker_failures = 0});
+  const std::vector<std::string> lines = Lines(metrics.Serialize());
+  for (const char* line : {R"(fulcrum_job_eval_loss{job="mixed",namespace="ml"} Nan)",
+                           R"(fulcrum_job_eval_accuracy{job="mixed",namespace="ml"} Nan)",
+                           R"(fulcrum_job_eval_step{job="mixed",namespace="ml"} Nan)"}) {
+    EXPECT_THAT(lines, Contains(std::string(line)));
+  }
+}
+
 TEST(OperatorMetrics, UpdateJobSetsTheJobsAndItsRankedWorkersSeries) {
   OperatorMetrics metrics;
   metrics.UpdateJob("ml", "mixed", MixedJob(), {.phase = "Running", .worker_failures = 2});
@@ -105,6 +125,10 @@ TEST(OperatorMetrics, UpdateJobSetsTheJobsAndItsRankedWorkersSeries) {
           R"(fulcrum_job_step{job="mixed",namespace="ml"} 120)",
           R"(fulcrum_job_membership_generation{job="mixed",namespace="ml"} 3)",
           R"(fulcrum_job_workers{job="mixed",namespace="ml"} 3)",
+          R"(fulcrum_job_training_loss{job="mixed",namespace="ml"} 0.5)",
+          R"(fulcrum_job_eval_loss{job="mixed",namespace="ml"} 0.75)",
+          R"(fulcrum_job_eval_accuracy{job="mixed",namespace="ml"} 0.625)",
+          R"(fulcrum_job_eval_step{job="mixed",namespace="ml"} 100)",
           R"(fulcrum_job_worker_failures{job="mixed",namespace="ml"} 2)",
           R"(fulcrum_job_phase{job="mixed",namespace="ml",phase="Running"} 1)",
           R"(fulcrum_worker_compute_seconds{gpu_product="Tesla-T4",job="mixed",namespace="ml",pod="mixed-worker-2"} 0.4)",
@@ -160,7 +184,7 @@ TEST(OperatorMetrics, RemoveJobRemovesEveryOneOfItsSeriesAndKeepsOtherJobs) {
   const std::string text = metrics.Serialize();
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="ml")"), 0);
   // Job gauges, worker failures and phase, three workers' gauges, one rebalance counter.
-  const int per_job = 7 + 2 + 3 * 4 + 1;
+  const int per_job = 11 + 2 + 3 * 4 + 1;
   EXPECT_EQ(SeriesWith(text, R"(job="other",namespace="ml")"), per_job);
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="dev")"), per_job);
   metrics.RemoveJob("ml", "mixed");  // again, and of a job never seen: no effect, no crash
