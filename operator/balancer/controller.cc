@@ -129,6 +129,35 @@ std::optional<LinearCost> Controller::PlanningCost(std::string_view id) const {
   return worker->planning_cost;
 }
 
+std::optional<WorkerSpec> Controller::PlanningSpec(std::string_view id) const {
+  const Worker* worker = Find(id);
+  if (worker == nullptr) return std::nullopt;
+  int current = 0;
+  if (plan_) {
+    for (const WorkerAssignment& assignment : plan_->workers) {
+      if (assignment.id == id) current = assignment.batch;
+    }
+  }
+  return WorkerSpec{worker->info.id,
+                    worker->planning_cost.fixed_seconds,
+                    worker->planning_cost.seconds_per_sample,
+                    1,
+                    config_.global_batch,
+                    current,
+                    worker->compute.MeasuredCosts(worker->planning_cost)};
+}
+
+const ComputeTimeModel* Controller::Model(std::string_view id) const {
+  const Worker* worker = Find(id);
+  return worker == nullptr ? nullptr : &worker->compute;
+}
+
+bool Controller::MeasuredInCurrentRegime(std::string_view id, int micro_batch) const {
+  const Worker* worker = Find(id);
+  return worker != nullptr &&
+         worker->compute.sizes().SettledIn(micro_batch, worker->compute.regime());
+}
+
 // Pools the models of workers that report the same GPU product (product_pool.h): members whose
 // own data cannot tell a from k take the pool's shape, and each worker plans with its pooled
 // cost. Workers without a product label, or alone with theirs, plan with their own fit.
@@ -184,9 +213,9 @@ Status Controller::AddWorker(const WorkerInfo& info) {
   const double speed = gpu ? gpu->relative_speed : 1.0;
   const int64_t memory = info.memory_bytes > 0 ? info.memory_bytes : (gpu ? gpu->memory_bytes : 0);
   const LinearCost prior = PriorFor(speed);
-  workers_.push_back(
-      Worker{info, speed, ComputeTimeModel(prior, config_.fitter), MinimumUsefulBatch(),
-             MemoryModel(memory, info.max_batch, config_.memory_headroom), 0, prior});
+  workers_.push_back(Worker{info, speed, ComputeTimeModel(prior, config_.fitter),
+                            MemoryModel(memory, info.max_batch, config_.memory_headroom), 0, prior,
+                            std::nullopt, 0, false, std::nullopt});
   index_of_.emplace(info.id, workers_.size() - 1);
   std::erase(left_, info.id);
   joined_.push_back(info.id);
@@ -226,18 +255,9 @@ Status Controller::Observe(const StepReport& report) {
     Result<ObservationOutcome> outcome =
         worker->compute.Observe(report.local_batch / steps, report.compute_seconds / steps);
     if (!outcome.ok()) return outcome.error();
-    if (*outcome == ObservationOutcome::kRegimeChange) {
-      speed_change_pending_ = true;
-      // A new speed makes the old times incomparable. But the line's fitter also sees a
-      // "change" when the batch moves into or out of sizes the device runs slower than the
-      // line says: only a time that contradicts this size's own history is a new speed.
-      if (worker->useful_batch.Contradicts(micro_batch, report.compute_seconds / steps)) {
-        worker->useful_batch.Reset();
-      }
-    }
-    // Outliers too: a pathological batch is slow by nature, and the per-size median ignores
-    // one-off pauses.
-    worker->useful_batch.Observe(micro_batch, report.compute_seconds / steps);
+    // Confirmed only at a size measured before in the same regime (performance_model.h), so
+    // a batch moving into sizes the device runs differently is not taken for a new speed.
+    if (*outcome == ObservationOutcome::kRegimeChange) worker->speed_change_unplanned = true;
   }
   worker->memory.ObservePeak(micro_batch, report.peak_memory_bytes);
   communication_.Observe(report.step, report.comm_seconds);
@@ -250,9 +270,10 @@ std::vector<int> Controller::MinBatches() const {
   std::vector<int> learned;
   int64_t total = 0;
   for (const Worker& worker : workers_) {
-    const int min_batch = worker.info.min_batch == 0
-                              ? 0
-                              : std::max(worker.info.min_batch, worker.useful_batch.Minimum());
+    const int min_batch =
+        worker.info.min_batch == 0
+            ? 0
+            : std::max(worker.info.min_batch, worker.compute.MinimumUsefulBatch());
     learned.push_back(min_batch);
     total += std::min(min_batch, worker.memory.MaxBatch());
   }
@@ -282,7 +303,8 @@ PlanRequest Controller::BuildRequest() const {
     const int max_batch = std::min(worker.memory.MaxBatch(), config_.global_batch);
     request.workers.push_back({worker.info.id, worker.planning_cost.fixed_seconds,
                                worker.planning_cost.seconds_per_sample,
-                               std::min(min_batches[i], max_batch), max_batch, current_batches[i]});
+                               std::min(min_batches[i], max_batch), max_batch, current_batches[i],
+                               worker.compute.MeasuredCosts(worker.planning_cost)});
   }
   return request;
 }
@@ -354,6 +376,162 @@ std::vector<int> Controller::DitheredBatches(const PlanRequest& request, int64_t
                         config_.dither_fraction, config_.dither_period_steps});
 }
 
+// How close the time measured where a truncated move landed must be to what the move
+// predicted there for the move to go on before the dwell ends: the model held on the way.
+constexpr double kContinuationTolerance = 0.1;
+
+bool Controller::MoveConfirmed(const Worker& worker) const {
+  if (!worker.continuation) return false;
+  const ComputeTimeModel& model = worker.compute;
+  if (!model.sizes().SettledIn(worker.continuation->micro_batch, model.regime())) return false;
+  const double measured =
+      model.sizes().Find(worker.continuation->micro_batch)->typical * model.speed_factor();
+  return std::abs(measured / worker.continuation->predicted_seconds - 1.0) <=
+         kContinuationTolerance;
+}
+
+bool Controller::ContinuationReady() const {
+  return std::any_of(workers_.begin(), workers_.end(),
+                     [&](const Worker& worker) { return MoveConfirmed(worker); });
+}
+
+bool Controller::SpeedChangeReady() const {
+  // The reports that confirm a change size it roughly; a few more refine the speed factor
+  // (performance_model.h) before the plan that follows it, which is then right the first time.
+  return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& worker) {
+    return worker.speed_change_unplanned &&
+           worker.compute.speed_evidence() >= config_.speed_evidence_to_plan;
+  });
+}
+
+// Relative distance within which a measured size counts as measuring the target: the dither's
+// amplitude, so the sizes a worker ran around its plan count.
+constexpr double kMeasuredTolerance = 0.1;
+
+std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t step,
+                                           std::string& damping,
+                                           std::vector<bool>& truncated) const {
+  PlanRequest bounded = request;
+  const int steps = plan_->accumulation_steps;
+  std::vector<bool> limited(workers_.size(), false);
+  std::vector<std::string> held;
+  // A truncated move confirmed where it landed validates the plan that made it: the workers
+  // that plan moved to make room may move again with it.
+  std::vector<int64_t> confirmed_plans;
+  for (const Worker& worker : workers_) {
+    if (MoveConfirmed(worker) && worker.moved_at_step) {
+      confirmed_plans.push_back(*worker.moved_at_step);
+    }
+  }
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    const Worker& worker = workers_[i];
+    WorkerSpec& spec = bounded.workers[i];
+    const int current = spec.current_batch;
+    if (current <= 0 || current < spec.min_batch || current > spec.max_batch * steps) continue;
+    const bool dwelling =
+        worker.moved_at_step && step - *worker.moved_at_step < config_.interval_steps &&
+        worker.compute.regime() == worker.regime_when_moved &&
+        std::find(confirmed_plans.begin(), confirmed_plans.end(), *worker.moved_at_step) ==
+            confirmed_plans.end();
+    if (dwelling) {
+      // Per optimizer step the bounds are min_batch and max_batch·s; pinning the batch is
+      // done in micro-batch units the planner scales back (current is a multiple when s = 1).
+      spec.min_batch = current;
+      if (steps == 1) spec.max_batch = current;
+      held.push_back(worker.info.id + " moved at step " + std::to_string(*worker.moved_at_step));
+    }
+  }
+  Result<Plan> candidate = MakePlan(bounded, *policy_);
+  if (!candidate.ok()) return std::nullopt;
+  std::vector<std::string> trust;
+  // Each round bounds the workers the last candidate moved too far into unmeasured sizes; the
+  // bounds only tighten and contain the current batches, so this ends, with a feasible plan.
+  for (std::size_t round = 0; round <= workers_.size(); ++round) {
+    bool tightened = false;
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      if (limited[i]) continue;
+      WorkerSpec& spec = bounded.workers[i];
+      const int current = spec.current_batch;
+      const int target = candidate->workers[i].batch;
+      if (current <= 0 || (2 * target >= current && target <= 2 * current)) continue;
+      const int target_micro = (target + steps - 1) / steps;
+      if (target_micro > 0 &&
+          workers_[i].compute.sizes().MeasuredNear(target_micro, kMeasuredTolerance)) {
+        continue;
+      }
+      limited[i] = true;
+      tightened = true;
+      spec.min_batch = std::max(spec.min_batch, (current + 1) / 2);
+      spec.max_batch = std::min(spec.max_batch, std::max(spec.min_batch, 2 * current / steps));
+      trust.push_back(workers_[i].info.id + " " + std::to_string(current) + "->" +
+                      std::to_string(target) + " unmeasured");
+    }
+    if (!tightened) break;
+    Result<Plan> bounded_plan = MakePlan(bounded, *policy_);
+    if (!bounded_plan.ok()) return std::nullopt;
+    candidate = std::move(bounded_plan);
+  }
+  truncated = limited;
+  damping.clear();
+  if (!trust.empty()) damping += "trust region x2/÷2: " + Join(trust);
+  if (!held.empty()) {
+    damping += std::string(damping.empty() ? "" : "; ") + "dwell: " + Join(held);
+  }
+  return std::move(*candidate);
+}
+
+std::string Controller::DescribeMoves(const PlanRequest& request, const Plan& plan) const {
+  // The biggest relative moves first, at most kDescribedMoves of them: an Event note holds
+  // 1 kB, and the moves that matter are the big ones.
+  constexpr std::size_t kDescribedMoves = 4;
+  std::vector<std::pair<double, std::string>> moves;
+  for (std::size_t i = 0; i < workers_.size() && i < plan.workers.size(); ++i) {
+    const int from = request.workers[i].current_batch;
+    const int to = plan.workers[i].batch;
+    if (from == to) continue;
+    const ComputeTimeModel& model = workers_[i].compute;
+    const int micro_from = (from + plan.accumulation_steps - 1) / plan.accumulation_steps;
+    const int micro_to = plan.workers[i].micro_batch;
+    char move[240];
+    const std::optional<SizeRecord> measured = model.sizes().Find(micro_from);
+    const bool target_measured = model.sizes().MeasuredNear(micro_to, kMeasuredTolerance);
+    std::snprintf(move, sizeof move,
+                  "%s %d->%d (speed x%.2f; %s %.4f s at %d; predicted %.4f s at %d, %s)",
+                  workers_[i].info.id.c_str(), from, to, model.speed_factor(),
+                  measured ? "measured" : "modelled",
+                  measured ? measured->typical * model.speed_factor()
+                           : model.Seconds(micro_from, workers_[i].planning_cost),
+                  micro_from, model.Seconds(micro_to, workers_[i].planning_cost), micro_to,
+                  target_measured ? "measured near" : "extrapolated");
+    moves.emplace_back(std::abs(std::log((to + 1.0) / (from + 1.0))), move);
+  }
+  std::stable_sort(moves.begin(), moves.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<std::string> described;
+  for (std::size_t i = 0; i < moves.size() && i < kDescribedMoves; ++i) {
+    described.push_back(moves[i].second);
+  }
+  if (moves.size() > kDescribedMoves) {
+    described.push_back(std::to_string(moves.size() - kDescribedMoves) + " smaller moves");
+  }
+  return Join(described);
+}
+
+void Controller::RecordMoves(const Plan& previous, const Plan& adopted, int64_t step) {
+  for (Worker& worker : workers_) {
+    const auto before = std::find_if(previous.workers.begin(), previous.workers.end(),
+                                     [&](const auto& w) { return w.id == worker.info.id; });
+    const auto after = std::find_if(adopted.workers.begin(), adopted.workers.end(),
+                                    [&](const auto& w) { return w.id == worker.info.id; });
+    if (before == previous.workers.end() || after == adopted.workers.end() ||
+        before->batch == after->batch) {
+      continue;
+    }
+    worker.moved_at_step = step;
+    worker.regime_when_moved = worker.compute.regime();
+  }
+}
+
 Result<StepDecision> Controller::Decide(int64_t step) {
   if (workers_.empty()) {
     return MakeError(ErrorCode::kFailedPrecondition, "no workers: add one before planning");
@@ -369,21 +547,31 @@ Result<StepDecision> Controller::Decide(int64_t step) {
   if (std::optional<std::string> reason = ForcedReason()) {
     Result<Plan> plan = MakePlan(request, *policy_);
     if (!plan.ok()) return plan.error();
+    const std::optional<Plan> previous = plan_;
     Adopt(std::move(*plan), std::move(*reason));
+    if (previous) RecordMoves(*previous, *plan_, step);
     last_evaluation_step_ = step;
     decision.plan_changed = true;
-  } else if (step - last_evaluation_step_ >= config_.interval_steps || speed_change_pending_) {
+  } else if (step - last_evaluation_step_ >= config_.interval_steps || SpeedChangeReady() ||
+             ContinuationReady()) {
     last_evaluation_step_ = step;
-    speed_change_pending_ = false;
-    Result<Plan> candidate = MakePlan(request, *policy_);
-    if (!candidate.ok()) return candidate.error();
+    std::string damping;
+    std::vector<bool> truncated;
+    std::optional<Plan> candidate = DampedPlan(request, step, damping, truncated);
+    for (Worker& worker : workers_) {
+      worker.speed_change_unplanned = false;
+      worker.continuation.reset();
+    }
     std::vector<int> current;
     for (const WorkerAssignment& assignment : plan_->workers) current.push_back(assignment.batch);
     const double current_seconds = PredictStepSeconds(request, current, plan_->accumulation_steps);
-    const double gain = 1.0 - candidate->step_seconds / current_seconds;
+    const double gain = candidate ? 1.0 - candidate->step_seconds / current_seconds : 0.0;
     const double model_error = ModelError();
     char reason[200];
-    if (gain >= config_.min_gain) {
+    if (!candidate || candidate->accumulation_steps != plan_->accumulation_steps ||
+        candidate->workers.size() != current.size()) {
+      reason[0] = '\0';
+    } else if (gain >= config_.min_gain) {
       std::snprintf(reason, sizeof reason,
                     "predicted step time %.4f s -> %.4f s (%.1f%% gain >= %.1f%%)", current_seconds,
                     candidate->step_seconds, 100.0 * gain, 100.0 * config_.min_gain);
@@ -398,8 +586,23 @@ Result<StepDecision> Controller::Decide(int64_t step) {
       reason[0] = '\0';
     }
     if (reason[0] != '\0') {
+      std::string explained = reason;
+      if (const std::string moves = DescribeMoves(request, *candidate); !moves.empty()) {
+        explained += "; moves: " + moves;
+      }
+      if (!damping.empty()) explained += "; damped by " + damping;
       candidate->predicted_gain = gain;
-      Adopt(std::move(*candidate), reason);
+      const Plan previous = *plan_;
+      Adopt(std::move(*candidate), std::move(explained));
+      RecordMoves(previous, *plan_, step);
+      // A move the trust region cut short may go on before the dwell ends, once the size it
+      // reached is measured and matches what the move predicted there (MoveConfirmed).
+      for (std::size_t i = 0; i < workers_.size() && i < truncated.size(); ++i) {
+        if (!truncated[i]) continue;
+        const int micro_batch = plan_->workers[i].micro_batch;
+        workers_[i].continuation = Worker::Continuation{
+            micro_batch, workers_[i].compute.Seconds(micro_batch, workers_[i].planning_cost)};
+      }
       decision.plan_changed = true;
     }
   }

@@ -1,8 +1,18 @@
 // The balancer's control loop for one job: it keeps a model per worker from step reports and
 // decides, step by step, which local batch each worker runs. It re-plans at once when
-// membership changes or a worker runs out of memory, otherwise every interval_steps, and only
-// switches to a new plan when the predicted step time improves by at least min_gain, so
-// measurement noise does not make the plan oscillate.
+// membership changes or a worker runs out of memory, otherwise every interval_steps (at once
+// when a worker's speed changed), and only switches to a new plan when the predicted step time
+// improves by at least min_gain, so measurement noise does not make the plan oscillate.
+// Speed re-plans are damped, so a wrong model cannot make the plan thrash:
+//  - trust region: one plan moves a worker's batch by at most ×2 or ÷2, unless the target
+//    size (within ±10%) has been measured, where the cost is known rather than extrapolated;
+//  - dwell: a worker moved by a plan is not moved again within interval_steps, unless its
+//    speed changed again since (a new regime of its model), or the move was one the trust
+//    region cut short and the size it reached has been measured to take what the move
+//    predicted there (the model held on the way, so the move goes on, and so may the
+//    workers that plan moved to make room).
+// A worker therefore reaches a small batch (its minimum, where it is pinned) only through
+// sizes measured on the way down. Each plan's reason names the moves and their evidence.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +26,6 @@
 #include "common/result.h"
 #include "operator/balancer/communication_model.h"
 #include "operator/balancer/memory_model.h"
-#include "operator/balancer/minimum_useful_batch.h"
 #include "operator/balancer/performance_model.h"
 #include "operator/balancer/plan.h"
 #include "operator/balancer/policy.h"
@@ -43,6 +52,9 @@ struct ControllerConfig {
   // a small dither gives before k is known to 10%; past this budget the fitter's anchored
   // estimate is used as is, and plan changes provide the spread.
   int dither_budget_steps = 40;
+  // Reports that size a confirmed speed change (the confirming ones included) before the
+  // re-plan it triggers; more wait longer for a better first plan.
+  int speed_evidence_to_plan = 4;
   uint64_t seed = 0;  // the only source of variation (dither phases)
   FitterConfig fitter;
   PoolConfig pool;  // how workers with the same GPU product share evidence
@@ -97,6 +109,14 @@ class Controller {
   // as of the last Decide).
   std::optional<LinearCost> FittedCost(std::string_view id) const;
   std::optional<LinearCost> PlanningCost(std::string_view id) const;
+  // The worker as the planner sees it (planning line, measured points where they contradict
+  // it, min 1 and max B bounds, current batch), as of the last Decide.
+  std::optional<WorkerSpec> PlanningSpec(std::string_view id) const;
+  // The worker's compute-time model (speed factor, per-size times), for status and tests.
+  const ComputeTimeModel* Model(std::string_view id) const;
+  // Whether `micro_batch` was measured often enough in the worker's current speed regime for
+  // its typical time to count (what releasing or pinning a worker must rest on).
+  bool MeasuredInCurrentRegime(std::string_view id, int micro_batch) const;
   double TailSeconds() const { return communication_.TailSeconds(); }
 
  private:
@@ -104,13 +124,39 @@ class Controller {
     WorkerInfo info;
     double relative_speed;
     ComputeTimeModel compute;
-    MinimumUsefulBatch useful_batch;
     MemoryModel memory;
     int dithered_steps = 0;
     LinearCost planning_cost;  // pooled estimate, refreshed by PoolByProduct
+    // When a plan last moved this worker's batch, and its model's regime then (dwell).
+    std::optional<int64_t> moved_at_step;
+    int regime_when_moved = 0;
+    // Its model confirmed a real speed change (regime change) that no evaluation has seen:
+    // evaluate as soon as the change is sized (SpeedChangeReady), not at the next interval
+    // (the min_gain test still applies).
+    bool speed_change_unplanned = false;
+    // The trust region cut this worker's last move short: where it landed and the time the
+    // move predicted there.
+    struct Continuation {
+      int micro_batch = 0;
+      double predicted_seconds = 0.0;
+    };
+    std::optional<Continuation> continuation;
   };
+  bool SpeedChangeReady() const;
+  // The worker's truncated move landed where it was measured to take what the move predicted:
+  // the move may go on (the dwell does not hold it), and an evaluation is due.
+  bool MoveConfirmed(const Worker& worker) const;
+  bool ContinuationReady() const;
+  // A candidate for a speed re-plan within the trust region and dwell (class comment);
+  // `damping` says what held workers back. nullopt when no bounded plan exists.
+  // `truncated`: per worker, whether the trust region limited its move.
+  std::optional<Plan> DampedPlan(const PlanRequest& request, int64_t step, std::string& damping,
+                                 std::vector<bool>& truncated) const;
+  // "w0 64->32 (...)" for each worker the plan moves, with what the move rests on.
+  std::string DescribeMoves(const PlanRequest& request, const Plan& plan) const;
 
   explicit Controller(ControllerConfig config);
+  void RecordMoves(const Plan& previous, const Plan& adopted, int64_t step);
   Worker* Find(std::string_view id);
   const Worker* Find(std::string_view id) const;
   LinearCost PriorFor(double relative_speed) const;
@@ -136,9 +182,6 @@ class Controller {
   std::vector<std::string> out_of_memory_;
   std::vector<std::string> retuned_;  // what Retune changed that needs a new plan
   int64_t last_evaluation_step_ = 0;
-  // A worker's fitter confirmed a real speed change (regime change): evaluate at the next
-  // decision instead of waiting for the interval (the min_gain test still applies).
-  bool speed_change_pending_ = false;
   double plan_model_error_ = 0.0;  // ModelError() when the current plan was adopted
   int64_t last_decided_step_ = -1;
   int plan_changes_ = 0;

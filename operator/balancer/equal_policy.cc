@@ -8,6 +8,7 @@ Result<std::vector<int>> EqualPolicy::Split(const SplitProblem& problem) const {
   for (SplitWorker& worker : uniform) {
     worker.fixed_seconds = 0.0;
     worker.seconds_per_sample = 1.0;
+    worker.measured.clear();
   }
   return MinMaxSplit(uniform, problem.total);
 }

@@ -53,11 +53,62 @@ void ShrinkToTotal(std::span<const SplitWorker> workers, std::vector<int>& batch
   }
 }
 
+// The most `worker` can take in [lo, hi] at a cost of at most `level` (lo when even lo costs
+// more): costs are nondecreasing, so a binary search finds it.
+int MostWithin(const SplitWorker& worker, double level) {
+  int fits = worker.lo;
+  int above = worker.hi + 1;
+  while (above - fits > 1) {
+    const int middle = fits + (above - fits) / 2;
+    if (SplitCost(worker, middle) <= level) {
+      fits = middle;
+    } else {
+      above = middle;
+    }
+  }
+  return fits;
+}
+
+// A start for the exact refinement when some costs are measured curves, for which the
+// continuous water level has no closed form: the batches each worker takes at the highest
+// level that still leaves samples to hand out (found by bisection), which is below the integer
+// optimum's bottleneck, as the refinement requires.
+std::vector<int> CurveStart(std::span<const SplitWorker> workers, int total) {
+  auto take = [&](double level) {
+    std::vector<int> batches;
+    int64_t sum = 0;
+    for (const SplitWorker& w : workers) {
+      batches.push_back(MostWithin(w, level));
+      sum += batches.back();
+    }
+    return std::pair{batches, sum};
+  };
+  double low = 0.0;
+  double high = 0.0;
+  for (const SplitWorker& w : workers) {
+    if (w.lo > 0) low = std::max(low, SplitCost(w, w.lo));
+    high = std::max(high, SplitCost(w, w.hi));
+  }
+  auto [batches, sum] = take(low);
+  if (sum >= total) return batches;
+  for (int iteration = 0; iteration < 64 && high - low > 1e-12 * high; ++iteration) {
+    const double middle = 0.5 * (low + high);
+    auto [candidate, candidate_sum] = take(middle);
+    if (candidate_sum < total) {
+      low = middle;
+      batches = std::move(candidate);
+    } else {
+      high = middle;
+    }
+  }
+  return batches;
+}
+
 }  // namespace
 
 double SplitCost(const SplitWorker& worker, int batch) {
   if (batch <= 0) return 0.0;
-  return worker.fixed_seconds + worker.seconds_per_sample * batch;
+  return CurveSeconds(worker.fixed_seconds, worker.seconds_per_sample, worker.measured, batch);
 }
 
 double BottleneckCost(std::span<const SplitWorker> workers, std::span<const int> batches) {
@@ -110,6 +161,16 @@ Result<std::vector<int>> MinMaxSplit(std::span<const SplitWorker> workers, int t
                                                  "minimums " +
                                                  std::to_string(lo_sum) + ", sum of maximums " +
                                                  std::to_string(hi_sum) + ")");
+  }
+  const bool curves = std::any_of(workers.begin(), workers.end(),
+                                  [](const SplitWorker& w) { return !w.measured.empty(); });
+  if (curves) {
+    std::vector<int> batches = CurveStart(workers, total);
+    int64_t assigned = 0;
+    for (int batch : batches) assigned += batch;
+    if (assigned < total) GrowToTotal(workers, batches, total - assigned);
+    if (assigned > total) ShrinkToTotal(workers, batches, assigned - total);
+    return batches;
   }
   // Every integer split's bottleneck is at least the continuous level and at least each
   // worker's cost at its minimum. Shading the level by a relative 1e-9 keeps rounding in the

@@ -1,6 +1,7 @@
 // The exact integer min-max split: choose integers b_i in [lo_i, hi_i] with sum b_i = total
-// that minimise max_i cost_i(b_i), where cost_i(b) = fixed_i + per_sample_i·b for b > 0 and 0
-// for b = 0 (a worker given nothing does not compute). Every policy is this solver applied to
+// that minimise max_i cost_i(b_i), where cost_i(b) = fixed_i + per_sample_i·b for b > 0, or the
+// measured curve (cost_curve.h) where a worker has measured points, and 0 for b = 0 (a worker
+// given nothing does not compute). Every policy is this solver applied to
 // a different cost: the real one (optimal), 1/throughput per sample (proportional), 1 (equal).
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "operator/balancer/cost_curve.h"
 
 namespace fulcrum::balancer {
 
@@ -16,6 +18,8 @@ struct SplitWorker {
   double seconds_per_sample = 0.0;  // > 0, finite
   int lo = 0;                       // 0 <= lo <= hi
   int hi = 0;
+  // Measured costs per optimizer step (MonotoneCostPoints order); empty: the line alone.
+  std::vector<CostPoint> measured = {};
 };
 
 // Cost of giving `batch` samples to `worker`; nondecreasing in batch, which is what makes the

@@ -2,12 +2,33 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 namespace fulcrum::balancer {
+namespace {
+
+// Standard error of a median of n normal draws ≈ 1.25 σ / √n.
+constexpr double kMedianEfficiency = 1.25;
+
+int SizeOf(double batch) {
+  return std::max(1, static_cast<int>(std::lround(batch)));
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t half = values.size() / 2;
+  return values.size() % 2 == 1 ? values[half] : 0.5 * (values[half - 1] + values[half]);
+}
+
+}  // namespace
 
 ComputeTimeModel::ComputeTimeModel(LinearCost prior, FitterConfig config)
-    : config_(config), anchor_(prior), estimate_(prior), noise_(config.initial_noise) {}
+    : config_(config),
+      anchor_(prior),
+      line_(prior),
+      sizes_(config.sizes),
+      noise_(config.initial_noise) {}
 
 Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double seconds) {
   if (!std::isfinite(batch) || batch <= 0.0) {
@@ -19,66 +40,171 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
   if (observations_ == 0 && data_.total_weight() == 0.0) {
     // Catalog priors only know relative speed; the first report sets the absolute scale.
     anchor_ = anchor_.Scaled(seconds / anchor_.Seconds(batch));
-    estimate_ = anchor_;
+    line_ = anchor_;
   }
-  const double residual = seconds / estimate_.Seconds(batch) - 1.0;
-  const double magnitude = std::abs(residual);
-  const double threshold = std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual);
-  if (observations_ >= config_.warmup_observations && magnitude > threshold) {
-    const int side = residual > 0.0 ? 1 : -1;
-    if (side != suspect_side_) suspects_.clear();
-    suspect_side_ = side;
-    suspects_.emplace_back(batch, seconds);
-    if (static_cast<int>(suspects_.size()) < config_.regime_change_run) {
-      return ObservationOutcome::kOutlier;
+  const int size = SizeOf(batch);
+  const double speed_free = seconds / speed_;
+  // Only a size measured in this regime has a history to contradict: the size itself, or one
+  // within ±10% of it carried over by the line's shape (interpolation, so a slowdown that
+  // coincides with a small move is still seen). Anywhere else a time off the line is news
+  // about g at that size, not about the worker's speed.
+  if (const std::optional<History> history = HistoryAt(size)) {
+    const double residual = speed_free / history->speed_free_seconds - 1.0;
+    const double magnitude = std::abs(residual);
+    const double threshold =
+        std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual);
+    if (magnitude > threshold) {
+      const int side = residual > 0.0 ? 1 : -1;
+      if (side != suspect_side_) suspects_.clear();
+      suspect_side_ = side;
+      suspects_.push_back({size, seconds, history->speed_free_seconds});
+      if (static_cast<int>(suspects_.size()) < config_.regime_change_run) {
+        return ObservationOutcome::kOutlier;
+      }
+      ConfirmSpeedChange();
+      return ObservationOutcome::kRegimeChange;
     }
-    StartNewRegime();
-    return ObservationOutcome::kRegimeChange;
+    if (history->exact) {
+      // Mean absolute deviation × 1.25 estimates a normal standard deviation; clipping the
+      // input keeps single spikes from inflating it. Measured against the size's own typical
+      // time, the noise is the timing's, not the line's misfit.
+      noise_ = std::max(config_.min_noise,
+                        0.95 * noise_ + 0.05 * 1.25 * std::min(magnitude, 3.0 * noise_));
+    }
+    suspects_.clear();
+    suspect_side_ = 0;
   }
-  suspects_.clear();
-  suspect_side_ = 0;
-  // Huber weighting: full weight inside two noise units, then fading as 1/residual.
-  const double huber = magnitude <= 2.0 * noise_ ? 1.0 : 2.0 * noise_ / magnitude;
-  AddPoint(batch, seconds, huber);
-  // Mean absolute residual × 1.25 estimates a normal standard deviation; clipping the input
-  // keeps single spikes from inflating it.
-  noise_ =
-      std::max(config_.min_noise, 0.95 * noise_ + 0.05 * 1.25 * std::min(magnitude, 3.0 * noise_));
+  RefineSpeed(size, seconds);
+  sizes_.Observe(size, seconds, regime_);
   ++observations_;
+  const double line_residual = std::abs(speed_free / line_.Seconds(batch) - 1.0);
+  // Once the line is pinned down, a time far off it is a size the line cannot describe (a
+  // knee, small-batch overheads): kept as that size's measurement only, since one such size
+  // far from the others would otherwise tilt the line for every size.
+  if (identified_ &&
+      line_residual > std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual)) {
+    return ObservationOutcome::kAccepted;
+  }
+  // Huber weighting against the line: full weight inside two noise units, then fading as
+  // 1/residual.
+  const double huber = line_residual <= 2.0 * noise_ ? 1.0 : 2.0 * noise_ / line_residual;
+  AddPoint(batch, speed_free, huber);
   Refit();
   return ObservationOutcome::kAccepted;
 }
 
-void ComputeTimeModel::AddPoint(double batch, double seconds, double weight) {
+void ComputeTimeModel::AddPoint(double batch, double speed_free_seconds, double weight) {
   // Weighting by 1 / predicted² fits relative errors: timing noise is proportional to time.
-  const double predicted = estimate_.Seconds(batch);
+  const double predicted = line_.Seconds(batch);
   data_.Decay(config_.forgetting);
-  data_.Add(batch, seconds, weight / (predicted * predicted));
+  data_.Add(batch, speed_free_seconds, weight / (predicted * predicted));
   effective_observations_ = effective_observations_ * config_.forgetting + weight;
 }
 
-void ComputeTimeModel::StartNewRegime() {
-  std::vector<double> ratios;
-  ratios.reserve(suspects_.size());
-  for (const auto& [batch, seconds] : suspects_) {
-    ratios.push_back(seconds / estimate_.Seconds(batch));
+std::optional<ComputeTimeModel::History> ComputeTimeModel::HistoryAt(int size) const {
+  if (sizes_.SettledIn(size, regime_)) return History{sizes_.Find(size)->typical, true};
+  const int reach = std::max(1, static_cast<int>(std::lround(0.1 * size)));
+  std::optional<SizeRecord> nearest;
+  for (const SizeRecord& record : sizes_.Settled()) {
+    if (record.regime != regime_ || std::abs(record.batch - size) > reach) continue;
+    if (!nearest || std::abs(record.batch - size) < std::abs(nearest->batch - size)) {
+      nearest = record;
+    }
   }
-  std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
-  // A slowdown scales the whole step (clocks, contention), so keep the shape, move the level.
-  anchor_ = estimate_.Scaled(ratios[ratios.size() / 2]);
-  estimate_ = anchor_;
-  data_ = WeightedLineFit{};
-  effective_observations_ = 0.0;
-  for (const auto& [batch, seconds] : suspects_) AddPoint(batch, seconds, 1.0);
-  observations_ = static_cast<int>(suspects_.size());
+  if (!nearest) return std::nullopt;
+  return History{nearest->typical * line_.Seconds(size) / line_.Seconds(nearest->batch), false};
+}
+
+void ComputeTimeModel::ConfirmSpeedChange() {
+  // What was measured before the change, speed-free: every later report at one of these sizes
+  // says what the new speed is (its time ÷ the old speed-free time there).
+  reference_.clear();
+  for (const SizeRecord& record : sizes_.Settled()) reference_[record.batch] = record.typical;
+  speed_estimates_.clear();
+  speed_estimate_sizes_.clear();
+  for (const Suspect& suspect : suspects_) {
+    speed_estimates_.push_back(suspect.seconds / suspect.history_speed_free_seconds);
+    speed_estimate_sizes_.push_back(suspect.size);
+  }
+  // The sizes that contradicted their history say by how much the speed changed; everything
+  // measured before is rescaled by that (kept in speed-free units), nothing is deleted.
+  speed_ = SpeedFromEstimates();
+  ++regime_;
+  sizes_.SetSpeed(regime_, speed_);
+  for (const Suspect& suspect : suspects_) {
+    sizes_.Observe(suspect.size, suspect.seconds, regime_);
+    AddPoint(suspect.size, suspect.seconds / speed_, 1.0);
+    ++observations_;
+  }
   suspects_.clear();
   suspect_side_ = 0;
   Refit();
 }
 
+void ComputeTimeModel::RefineSpeed(int size, double seconds) {
+  // Three reports confirm a change but size it only roughly (contention, noise); the speed
+  // factor keeps following the median of every comparison with what was measured before, up
+  // to kMaxSpeedEstimates of them, and the new regime's times are rescaled with it. A report
+  // compares with the nearest size measured before within ±10% (carried to its size by the
+  // line's shape): interpolation, never extrapolation.
+  if (reference_.empty() || speed_estimates_.size() >= kMaxSpeedEstimates) return;
+  const int reach = std::max(1, static_cast<int>(std::lround(0.1 * size)));
+  const auto above = reference_.lower_bound(size);
+  auto nearest = reference_.end();
+  if (above != reference_.end() && above->first - size <= reach) nearest = above;
+  if (above != reference_.begin()) {
+    const auto below = std::prev(above);
+    if (size - below->first <= reach &&
+        (nearest == reference_.end() || size - below->first < nearest->first - size)) {
+      nearest = below;
+    }
+  }
+  if (nearest == reference_.end()) return;
+  const double expected = nearest->second * line_.Seconds(size) / line_.Seconds(nearest->first);
+  speed_estimates_.push_back(seconds / expected);
+  speed_estimate_sizes_.push_back(size);
+  speed_ = SpeedFromEstimates();
+  sizes_.SetSpeed(regime_, speed_);
+}
+
+double ComputeTimeModel::SpeedFromEstimates() const {
+  // A speed factor is multiplicative only roughly (contention an emulated slowdown does not
+  // scale, knees): where the worker runs now, with a few estimates there, is where plans need
+  // it right; until then, every estimate counts.
+  std::vector<double> here;
+  for (std::size_t i = 0; i < speed_estimates_.size(); ++i) {
+    if (speed_estimate_sizes_[i] == speed_estimate_sizes_.back()) {
+      here.push_back(speed_estimates_[i]);
+    }
+  }
+  return Median(here.size() >= kSpeedEstimatesAtOneSize ? here : speed_estimates_);
+}
+
+std::vector<CostPoint> ComputeTimeModel::MeasuredCosts(const LinearCost& line) const {
+  std::vector<CostPoint> points;
+  bool contradicted = false;
+  for (const SizeRecord& record : sizes_.Settled()) {
+    const double measured = record.typical * speed_;
+    const double on_line = line.Seconds(record.batch);
+    const double standard_error = kMedianEfficiency * noise_ / std::sqrt(std::min(record.count, 5));
+    const double tolerance =
+        std::max(config_.curve_sigmas * standard_error, config_.min_curve_deviation);
+    const bool contradicts = std::abs(measured / on_line - 1.0) > tolerance;
+    contradicted = contradicted || contradicts;
+    points.push_back({record.batch, contradicts ? measured : on_line});
+  }
+  if (!contradicted) return {};
+  return points;
+}
+
+double ComputeTimeModel::Seconds(int batch, const LinearCost& line) const {
+  const std::vector<CostPoint> points = MonotoneCostPoints(MeasuredCosts(line));
+  return CurveSeconds(line.fixed_seconds, line.seconds_per_sample, points, batch);
+}
+
 void ComputeTimeModel::AdoptShape(LinearCost shape, double slope_error) {
   if (!(shape.seconds_per_sample > 0.0) || shape.fixed_seconds < 0.0) return;
-  if (RelativeSlopeError(data_, noise_, estimate_.seconds_per_sample) <= slope_error) return;
+  if (RelativeSlopeError(data_, noise_, line_.seconds_per_sample) <= slope_error) return;
   // Before the first report the level is unknown too: the shape's own level is the best guess
   // (the pool's), and the first report rescales it as it would the catalog prior.
   anchor_ = shape;
@@ -92,12 +218,12 @@ double ComputeTimeModel::LevelError() const {
 }
 
 void ComputeTimeModel::Refit() {
-  estimate_ = Fit();
-  if (RelativeSlopeError(data_, noise_, estimate_.seconds_per_sample) <=
+  line_ = Fit();
+  if (RelativeSlopeError(data_, noise_, line_.seconds_per_sample) <=
           config_.identifiable_slope_error &&
       effective_observations_ >= config_.identifiable_observations) {
     identified_ = true;
-    anchor_ = estimate_;
+    anchor_ = line_;
   }
 }
 

@@ -1,14 +1,28 @@
-// Per-worker compute-time model c(b) = a + k·b, fitted online from (micro-batch, seconds)
-// reports. Exponentially weighted least squares on relative errors, robust to one-off outliers
-// (a GC pause), quick to follow a real change of speed (thermal throttling, a noisy
-// neighbour), and stable when the batch stops moving.
+// Per-worker compute-time model c(b) = s · g(b). g is what this worker's own steps took,
+// size by size (robust per-size statistics, per_size_times.h), with a line a + k·b fitted
+// online to the same reports (exponentially weighted least squares on relative errors) only to
+// interpolate and extrapolate; s is a speed factor. What was measured is kept:
+//  - a time far off the line at a size not measured before is what the device does there (a
+//    minimum efficient batch, small-batch overheads): it updates g at that size, never s;
+//  - a change of speed (thermal throttling, a noisy neighbour, an emulated slowdown) is
+//    declared only when a size already measured in the current regime (or within ±10% of
+//    one) contradicts that history, `regime_change_run` reports in a row on the same side;
+//    one-off pauses are not;
+//  - a confirmed change moves s, which rescales every old measurement instead of deleting it;
+//    a size measured only in an older regime is replaced by its first new measurement, and
+//    every report at (or within ±10% of) a size measured before the change refines s (the
+//    median of what they imply), since three reports size a change only roughly.
 #pragma once
 
+#include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
-#include "operator/balancer/weighted_line_fit.h"
 #include "common/result.h"
+#include "operator/balancer/cost_curve.h"
+#include "operator/balancer/per_size_times.h"
+#include "operator/balancer/weighted_line_fit.h"
 
 namespace fulcrum::balancer {
 
@@ -26,14 +40,20 @@ struct FitterConfig {
   double anchor_weight = 0.5;   // observations' worth of pull toward the last known shape
   double initial_noise = 0.05;  // relative timing noise assumed before the data says
   double min_noise = 0.005;     // floor, so noiseless data does not make every step an outlier
-  double outlier_sigmas = 4.0;  // residuals beyond this many noise units are suspect...
-  double min_outlier_residual = 0.15;  // ...and never below 15%
-  int warmup_observations = 5;         // no rejection until the model has seen this many
-  int regime_change_run = 3;           // consecutive same-side outliers that mean a real change
+  // A time further than this many noise units from its size's typical time contradicts it...
+  double outlier_sigmas = 4.0;
+  double min_outlier_residual = 0.15;  // ...and never when closer than 15%
+  int regime_change_run = 3;           // consecutive same-side contradictions that mean a change
   // a and k count as separated once the data alone pins k down to this relative standard
   // error, after at least this many effective observations.
   double identifiable_slope_error = 0.10;
   double identifiable_observations = 8.0;
+  // A size's typical time replaces the line there (MeasuredCosts) when the two differ by more
+  // than this many of the typical time's standard errors, and by at least min_curve_deviation:
+  // within that, the line (all sizes' data together) is the better estimate.
+  double curve_sigmas = 4.0;
+  double min_curve_deviation = 0.10;
+  PerSizeTimesConfig sizes;
 };
 
 // Relative standard error of the slope k that `data` (weighted 1 / time²) pins down on its
@@ -41,9 +61,9 @@ struct FitterConfig {
 double RelativeSlopeError(const WeightedLineFit& data, double noise, double slope);
 
 enum class ObservationOutcome {
-  kAccepted,      // used for the fit
-  kOutlier,       // set aside: one-off, or the start of a change not yet confirmed
-  kRegimeChange,  // the worker's speed really changed: the fit restarted from the new level
+  kAccepted,      // kept: a new measurement of its size, and a point of the line
+  kOutlier,       // set aside: contradicts its size's history, not (yet) confirmed as a change
+  kRegimeChange,  // the worker's speed really changed: s moved, old data rescaled with it
 };
 
 class ComputeTimeModel {
@@ -60,7 +80,29 @@ class ComputeTimeModel {
   // own data do; the level stays this worker's own. The worker then counts as identified.
   void AdoptShape(LinearCost shape, double slope_error);
 
-  const LinearCost& estimate() const { return estimate_; }
+  // The line s · (a + k·b): what the curve is interpolated and extrapolated with.
+  LinearCost estimate() const { return line_.Scaled(speed_); }
+  // The curve planning uses for this worker's costs: measured typical times (× s) at the sizes
+  // where they contradict `line` (MeasuredCosts), `line` elsewhere; at a micro-batch.
+  double Seconds(int batch, const LinearCost& line) const;
+  double Seconds(int batch) const { return Seconds(batch, estimate()); }
+  // The settled sizes' times as points of the curve when at least one of them contradicts
+  // `line` (each contradicting size at its typical time × s, the others on `line`, so the
+  // curve bends only where the data say); empty when the line is right everywhere measured.
+  std::vector<CostPoint> MeasuredCosts(const LinearCost& line) const;
+
+  // The speed factor s (1 until a speed change is confirmed) and the regime it belongs to
+  // (0, then +1 per confirmed change).
+  double speed_factor() const { return speed_; }
+  int regime() const { return regime_; }
+  // How many reports the current speed factor rests on since the last confirmed change (the
+  // confirming ones included); 0 before any change.
+  int speed_evidence() const { return static_cast<int>(speed_estimates_.size()); }
+  // The sizes measured, as kept (speed-free units: multiply by speed_factor()).
+  const PerSizeTimes& sizes() const { return sizes_; }
+  // The least batch worth giving this worker (per_size_times.h).
+  int MinimumUsefulBatch() const { return sizes_.MinimumUseful(); }
+
   // True once the batch sizes seen spread enough to pin k down, or a shape was adopted; the
   // controller dithers batch sizes until then. Kept across a regime change (so is the shape).
   bool identified() const { return identified_; }
@@ -69,24 +111,53 @@ class ComputeTimeModel {
   double effective_observations() const { return effective_observations_; }
   // Relative standard error of the predicted time near the batches seen: noise / sqrt(n).
   double LevelError() const;
-  // The weighted (1 / predicted²) data behind the fit, for pooling with other workers.
+  // The weighted (1 / predicted²) data behind the line, in speed-free units (divided by s),
+  // for pooling with other workers.
   const WeightedLineFit& data() const { return data_; }
 
  private:
-  void AddPoint(double batch, double seconds, double weight);
-  void StartNewRegime();
+  void AddPoint(double batch, double speed_free_seconds, double weight);
+  // What this regime's history says `size` takes (speed-free): its own typical time when it
+  // was measured often enough in this regime (exact), else the nearest such size's within ±10%
+  // carried over by the line's shape; nullopt when neither exists.
+  struct History {
+    double speed_free_seconds = 0.0;
+    bool exact = false;
+  };
+  std::optional<History> HistoryAt(int size) const;
+  void ConfirmSpeedChange();
+  void RefineSpeed(int size, double seconds);
+  // The median of the speed estimates at the size of the latest one when it has
+  // kSpeedEstimatesAtOneSize of them, else of all.
+  double SpeedFromEstimates() const;
   void Refit();
   LinearCost Fit() const;
 
   FitterConfig config_;
   LinearCost anchor_;  // the shape the data cannot resolve on its own comes from here
-  LinearCost estimate_;
+  LinearCost line_;    // speed-free: estimate() is line_ · speed_
   WeightedLineFit data_;
+  PerSizeTimes sizes_;
+  double speed_ = 1.0;
+  int regime_ = 0;
   double effective_observations_ = 0.0;
   double noise_;
   int observations_ = 0;
   bool identified_ = false;
-  std::vector<std::pair<double, double>> suspects_;  // (batch, seconds), all on one side
+  // A report that contradicts the history of its size, with what that history expected.
+  struct Suspect {
+    int size = 0;
+    double seconds = 0.0;
+    double history_speed_free_seconds = 0.0;
+  };
+  std::vector<Suspect> suspects_;  // all on one side
+  // Since the last confirmed change: the speed-free times measured before it (by size) and
+  // the speed factors that reports at those sizes imply; speed_ is their median.
+  static constexpr std::size_t kMaxSpeedEstimates = 15;
+  static constexpr std::size_t kSpeedEstimatesAtOneSize = 3;
+  std::map<int, double> reference_;
+  std::vector<double> speed_estimates_;
+  std::vector<int> speed_estimate_sizes_;  // the size each estimate was measured at
   int suspect_side_ = 0;
 };
 

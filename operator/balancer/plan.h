@@ -4,11 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "operator/balancer/cost_curve.h"
 #include "operator/balancer/policy_kind.h"
 
 namespace fulcrum::balancer {
 
-// One worker as the planner sees it: its fitted compute time c(b) = a + k·b and its limits.
+// One worker as the planner sees it: its fitted compute time c(b) = a + k·b, what was measured
+// where the line is wrong, and its limits.
 struct WorkerSpec {
   std::string id;
   double fixed_seconds = 0.0;       // a: per-step cost that does not depend on the batch
@@ -16,6 +18,9 @@ struct WorkerSpec {
   int min_batch = 1;                // L: 0 lets the planner leave a worker that cannot help idle
   int max_batch = 0;                // M: largest micro-batch that fits in memory
   int current_batch = 0;            // local batch of the running plan, 0 if none
+  // Measured compute times per micro-batch where they contradict the line (cost_curve.h);
+  // empty: the line alone.
+  std::vector<CostPoint> measured = {};
 };
 
 struct PlanRequest {

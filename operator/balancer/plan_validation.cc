@@ -27,6 +27,12 @@ Status ValidateWorker(const WorkerSpec& worker, std::size_t index) {
     return InvalidArgument(WorkerField(index, "max_batch"),
                            "must be >= min_batch (" + std::to_string(worker.min_batch) + ")");
   }
+  for (const CostPoint& point : worker.measured) {
+    if (point.batch < 1 || !std::isfinite(point.seconds) || point.seconds <= 0.0) {
+      return InvalidArgument(WorkerField(index, "measured"),
+                             "every point needs a batch >= 1 and a finite time > 0");
+    }
+  }
   if (worker.current_batch < 0) {
     return InvalidArgument(WorkerField(index, "current_batch"), "must be an integer >= 0");
   }

@@ -35,9 +35,15 @@ std::vector<SplitWorker> SplitWorkersFor(const PlanRequest& request, int accumul
   split.reserve(request.workers.size());
   for (const WorkerSpec& worker : request.workers) {
     const int64_t step_capacity = static_cast<int64_t>(worker.max_batch) * accumulation_steps;
+    // s micro-steps of m samples cost s·c(m): a measured point moves to (s·m, s·c(m)).
+    std::vector<CostPoint> measured;
+    for (const CostPoint& point : worker.measured) {
+      measured.push_back({point.batch * accumulation_steps, point.seconds * accumulation_steps});
+    }
     split.push_back({worker.fixed_seconds * accumulation_steps, worker.seconds_per_sample,
                      worker.min_batch,
-                     static_cast<int>(std::min<int64_t>(step_capacity, request.global_batch))});
+                     static_cast<int>(std::min<int64_t>(step_capacity, request.global_batch)),
+                     MonotoneCostPoints(std::move(measured))});
   }
   return split;
 }

@@ -17,6 +17,7 @@ Result<std::vector<int>> ProportionalPolicy::Split(const SplitProblem& problem) 
     // by the same exact integer refinement, with the same bounds.
     by_throughput[i].fixed_seconds = 0.0;
     by_throughput[i].seconds_per_sample = 1.0 / samples_per_second;
+    by_throughput[i].measured.clear();
   }
   return MinMaxSplit(by_throughput, problem.total);
 }

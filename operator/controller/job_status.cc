@@ -154,7 +154,8 @@ nlohmann::json BuildJobStatus(const JobState& state,
                            {"throughput",
                             {{"samplesPerSecond", training.measured_samples_per_second},
                              {"idealSamplesPerSecond", training.ideal_samples_per_second},
-                             {"efficiency", training.efficiency}}},
+                             {"efficiency", training.efficiency},
+                             {"modelCalibration", training.model_calibration}}},
                            {"conditions", nlohmann::json::array()}};
   for (const Condition& condition : conditions) {
     status["conditions"].push_back(Carry(condition, previous, state.observed_generation, now));

@@ -50,7 +50,8 @@ Status ValidateReport(const fulcrum::v1::StepReport& report) {
         std::pair{report.comm_seconds(), "step_report.comm_seconds"},
         std::pair{report.after_compute_seconds(), "step_report.after_compute_seconds"},
         std::pair{report.step_seconds(), "step_report.step_seconds"},
-        std::pair{report.data_wait_seconds(), "step_report.data_wait_seconds"}}) {
+        std::pair{report.data_wait_seconds(), "step_report.data_wait_seconds"},
+        std::pair{report.step_end_seconds(), "step_report.step_end_seconds"}}) {
     if (Status status = CheckFinite(value, field); !status.ok()) return status;
   }
   return Ok();
@@ -419,6 +420,8 @@ void JobSession::FormGeneration(Clock::time_point now, Outbox& out) {
     members_.at(ranks_[rank]).rank = static_cast<int>(rank);
   }
   reporters_by_step_.clear();
+  samples_by_step_.clear();
+  end_by_step_.clear();
   batches_.clear();
   sent_plans_.clear();
   completed_step_in_generation_.reset();
@@ -555,6 +558,12 @@ Status JobSession::Report(std::string_view pod, const fulcrum::v1::StepReport& r
     if (Status status = controller_.Observe(observation); !status.ok()) return status;
   }
 
+  // What the step committed, and when it ended on rank 0's clock (the one clock throughput
+  // is measured on).
+  samples_by_step_[report.step()] += report.local_batch();
+  if (member->rank == 0 && report.step_end_seconds() > 0.0) {
+    end_by_step_[report.step()] = report.step_end_seconds();
+  }
   std::set<std::string>& reporters = reporters_by_step_[report.step()];
   reporters.insert(std::string(pod));
   if (reporters.size() == ranks_.size()) {
@@ -566,33 +575,45 @@ Status JobSession::Report(std::string_view pod, const fulcrum::v1::StepReport& r
 }
 
 void JobSession::OnStepComplete(int64_t step, Outbox& out) {
-  std::vector<double> step_seconds;
-  int samples = 0;
-  for (const std::string& pod : ranks_) {
-    // A member that reported this step and left since (its generation's end is pending) counts
-    // no more.
-    const auto member = members_.find(pod);
-    if (member == members_.end() || !member->second.last_report) continue;
-    step_seconds.push_back(member->second.last_report->step_seconds());
-    samples += member->second.last_report->local_batch();
+  const auto counted = samples_by_step_.find(step);
+  const int samples = counted != samples_by_step_.end() ? counted->second : 0;
+  if (const auto end = end_by_step_.find(step); end != end_by_step_.end() && !ranks_.empty()) {
+    throughput_.Add(step, samples, end->second,
+                    ranks_.front() + "@" + std::to_string(membership_generation_));
   }
-  if (!step_seconds.empty()) {
-    const double seconds = Median(step_seconds);
-    const double first = completed_step_ < 0 || step_seconds_average_ == 0.0;
-    step_seconds_average_ =
-        first ? seconds : (1 - kAverageWeight) * step_seconds_average_ + kAverageWeight * seconds;
-    if (seconds > 0.0) {
-      const double rate = samples / seconds;
-      samples_per_second_average_ =
-          samples_per_second_average_ == 0.0
-              ? rate
-              : (1 - kAverageWeight) * samples_per_second_average_ + kAverageWeight * rate;
+  samples_by_step_.erase(samples_by_step_.begin(), samples_by_step_.upper_bound(step));
+  end_by_step_.erase(end_by_step_.begin(), end_by_step_.upper_bound(step));
+  if (const std::optional<double> rate = throughput_.SamplesPerSecond()) {
+    samples_per_second_average_ = *rate;
+    step_seconds_average_ = throughput_.StepSeconds().value_or(step_seconds_average_);
+  } else {
+    // Trainers that do not send step_end_seconds: the median rank's step time, smoothed.
+    std::vector<double> step_seconds;
+    for (const std::string& pod : ranks_) {
+      // A member that reported this step and left since (its generation's end is pending)
+      // counts no more.
+      const auto member = members_.find(pod);
+      if (member == members_.end() || !member->second.last_report) continue;
+      step_seconds.push_back(member->second.last_report->step_seconds());
+    }
+    if (!step_seconds.empty()) {
+      const double seconds = Median(step_seconds);
+      const double first = completed_step_ < 0 || step_seconds_average_ == 0.0;
+      step_seconds_average_ =
+          first ? seconds : (1 - kAverageWeight) * step_seconds_average_ + kAverageWeight * seconds;
+      if (seconds > 0.0) {
+        const double rate = samples / seconds;
+        samples_per_second_average_ =
+            samples_per_second_average_ == 0.0
+                ? rate
+                : (1 - kAverageWeight) * samples_per_second_average_ + kAverageWeight * rate;
+      }
     }
   }
   if (step > completed_step_) ++steps_in_generation_;
   completed_step_ = std::max(completed_step_, step);
   completed_step_in_generation_ = std::max(completed_step_in_generation_.value_or(step), step);
-  ideal_samples_per_second_ = IdealSamplesPerSecond();
+  MeasureBalance();
   int64_t lead = config_.min_apply_lead_steps;
   if (step_seconds_average_ > 0.0) {
     lead = std::max<int64_t>(
@@ -730,22 +751,38 @@ void JobSession::SendControl(fulcrum::v1::Control::Action action, const std::str
   }
 }
 
-// X_UB: what the best split of B would reach under the current fitted costs and tail.
-double JobSession::IdealSamplesPerSecond() const {
+// Balance efficiency η = T(best) / T(current) under one step-time model: the balancer's
+// per-worker curves (measured per-size costs where they exist, the line only between and
+// beyond them) plus the measured tail, with the split's own accumulation and bounds that admit
+// the current split, so the best split can only be faster: η <= 1 by construction. How well
+// that model reproduces the measured step time is reported apart, as its calibration, so a
+// wrong model shows as poor calibration instead of as an efficiency above 1. The ideal rate is
+// the model's optimum rescaled to reproduce the measured period: measured rate ÷ η.
+void JobSession::MeasureBalance() {
+  efficiency_ = 0.0;
+  calibration_ = 0.0;
+  ideal_samples_per_second_ = 0.0;
+  if (ranks_.empty() || batches_.size() != ranks_.size()) return;
   balancer::PlanRequest request;
-  request.global_batch = config_.global_batch;
+  request.global_batch = std::accumulate(batches_.begin(), batches_.end(), 0);
   request.tail_seconds = controller_.TailSeconds();
-  const int min_batch = config_.global_batch >= static_cast<int>(ranks_.size()) ? 1 : 0;
-  for (const std::string& pod : ranks_) {
-    const std::optional<balancer::LinearCost> cost = controller_.FittedCost(pod);
-    if (!cost) return 0.0;
-    request.workers.push_back(
-        {pod, cost->fixed_seconds, cost->seconds_per_sample, min_batch, config_.global_batch, 0});
+  for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
+    std::optional<balancer::WorkerSpec> spec = controller_.PlanningSpec(ranks_[rank]);
+    if (!spec || request.global_batch <= 0) return;
+    spec->min_batch = std::min(spec->min_batch, batches_[rank]);
+    spec->max_batch = std::max(spec->max_batch, batches_[rank]);
+    request.workers.push_back(std::move(*spec));
   }
-  if (request.workers.empty()) return 0.0;
-  Result<balancer::Plan> ideal =
-      balancer::MakePlan(request, *balancer::MakePolicy(balancer::PolicyKind::kOptimal));
-  return ideal.ok() ? ideal->ideal_samples_per_second : 0.0;
+  const std::vector<balancer::SplitWorker> split =
+      balancer::SplitWorkersFor(request, accumulation_steps_);
+  const Result<std::vector<int>> best = balancer::MinMaxSplit(split, request.global_batch);
+  if (!best.ok()) return;
+  const double current = balancer::BottleneckCost(split, batches_) + request.tail_seconds;
+  const double optimum = balancer::BottleneckCost(split, *best) + request.tail_seconds;
+  if (!(current > 0.0)) return;
+  efficiency_ = optimum / current;
+  if (step_seconds_average_ > 0.0) calibration_ = current / step_seconds_average_;
+  if (efficiency_ > 0.0) ideal_samples_per_second_ = samples_per_second_average_ / efficiency_;
 }
 
 std::pair<std::vector<std::string>, double> JobSession::Releasable() const {
@@ -758,21 +795,45 @@ std::pair<std::vector<std::string>, double> JobSession::Releasable() const {
       steps_in_generation_ < 2 * static_cast<int64_t>(config_.interval_steps)) {
     return {};
   }
+  // Each worker as the balancer plans it, with its measured per-size costs: a worker that the
+  // line says cannot help may be fast where it actually runs (issue 25: the line through a
+  // slowed worker's big batches put its cost at batch 1 far above what it measured there).
   balancer::PlanRequest request;
   request.global_batch = config_.global_batch;
   request.tail_seconds = controller_.TailSeconds();
-  for (const std::string& pod : ranks_) {
-    const std::optional<balancer::LinearCost> cost = controller_.PlanningCost(pod);
-    if (!cost) return {};
-    request.workers.push_back(
-        {pod, cost->fixed_seconds, cost->seconds_per_sample, 0, config_.global_batch, 0});
+  // A worker is judged only on what it measured at the batch it runs, since its speed last
+  // changed: even if its time fell in proportion to the batch below that size (the most
+  // optimistic curve there is), one sample would have to take longer than the others' step.
+  // Anything else would release it on an extrapolation.
+  std::vector<std::optional<double>> one_sample_at_best;
+  for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
+    const std::string& pod = ranks_[rank];
+    std::optional<balancer::WorkerSpec> spec = controller_.PlanningSpec(pod);
+    const balancer::ComputeTimeModel* model = controller_.Model(pod);
+    if (!spec || model == nullptr) return {};
+    const int micro_batch = (batches_[rank] + accumulation_steps_ - 1) / accumulation_steps_;
+    const std::optional<balancer::SizeRecord> measured = model->sizes().Find(micro_batch);
+    one_sample_at_best.push_back(
+        measured && controller_.MeasuredInCurrentRegime(pod, micro_batch)
+            ? std::optional<double>(measured->typical * model->speed_factor() / micro_batch)
+            : std::nullopt);
+    spec->min_batch = 0;
+    spec->current_batch = 0;
+    request.workers.push_back(std::move(*spec));
   }
   Result<balancer::Plan> without_minimum =
       balancer::MakePlan(request, *balancer::MakePolicy(balancer::PolicyKind::kOptimal));
   if (!without_minimum.ok()) return {};
   std::vector<std::string> idle;
-  for (const balancer::WorkerAssignment& worker : without_minimum->workers) {
-    if (worker.batch == 0 && idle.size() < spare) idle.push_back(worker.id);
+  for (std::size_t i = 0; i < without_minimum->workers.size(); ++i) {
+    const balancer::WorkerAssignment& worker = without_minimum->workers[i];
+    if (worker.batch > 0) continue;
+    // The gain below assumes every idle worker goes: all must be judged.
+    if (!one_sample_at_best[i] ||
+        *one_sample_at_best[i] < without_minimum->step_seconds - request.tail_seconds) {
+      return {};
+    }
+    if (idle.size() < spare) idle.push_back(worker.id);
   }
   if (idle.empty()) return {};
   const double current = balancer::PredictStepSeconds(request, batches_, accumulation_steps_);
@@ -830,9 +891,8 @@ JobSessionSnapshot JobSession::Snapshot() const {
   snapshot.formation_error = formation_error_;
   snapshot.formation_failures = formation_failures_;
   snapshot.ideal_samples_per_second = ideal_samples_per_second_;
-  if (ideal_samples_per_second_ > 0.0) {
-    snapshot.efficiency = samples_per_second_average_ / ideal_samples_per_second_;
-  }
+  snapshot.efficiency = efficiency_;
+  snapshot.model_calibration = calibration_;
   return snapshot;
 }
 

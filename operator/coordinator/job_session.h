@@ -17,6 +17,7 @@
 #include "operator/balancer/controller.h"
 #include "operator/coordinator/job_session_config.h"
 #include "operator/coordinator/job_session_snapshot.h"
+#include "operator/coordinator/throughput_window.h"
 
 namespace fulcrum::coordinator {
 
@@ -135,9 +136,12 @@ class JobSession {
   void OnStepComplete(int64_t step, Outbox& out);
   Status DecidePlan(int64_t step, std::string* reason);
   void SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out);
-  double IdealSamplesPerSecond() const;
+  // Balance efficiency, the model's calibration and the ideal rate (MeasureBalance in .cc).
+  void MeasureBalance();
   // Members the best split with no minimum batch leaves idle, if going on without them saves
-  // at least min_gain of the step time and leaves min_workers; and that saving.
+  // at least min_gain of the step time and leaves min_workers; and that saving. Judged on
+  // measured per-size costs, and only for members whose small batch was measured in their
+  // current speed regime (never on the line's extrapolation down to batch 1).
   std::pair<std::vector<std::string>, double> Releasable() const;
   Status CheckReportGeneration(int64_t generation) const;
 
@@ -181,9 +185,15 @@ class JobSession {
   // there (a new leader's session starts with trainers far into the job).
   int64_t steps_in_generation_ = 0;
   int64_t last_decided_step_ = 0;
-  double step_seconds_average_ = 0.0;
-  double samples_per_second_average_ = 0.0;
+  // Per step not yet completed: samples reported, and rank 0's end time (step_end_seconds).
+  std::map<int64_t, int> samples_by_step_;
+  std::map<int64_t, double> end_by_step_;
+  ThroughputWindow throughput_;
+  double step_seconds_average_ = 0.0;        // wall time per step
+  double samples_per_second_average_ = 0.0;  // measured, on one clock when trainers send it
   double ideal_samples_per_second_ = 0.0;
+  double efficiency_ = 0.0;   // η = T(best) / T(current), <= 1
+  double calibration_ = 0.0;  // T_model(current) / T_measured
   RebalanceSnapshot last_rebalance_;
 };
 

@@ -29,6 +29,7 @@ nlohmann::json ToJson(const JobSessionSnapshot& job) {
       {"measured_samples_per_second", job.measured_samples_per_second},
       {"ideal_samples_per_second", job.ideal_samples_per_second},
       {"efficiency", job.efficiency},
+      {"model_calibration", job.model_calibration},
       {"plan_changes", job.plan_changes},
       {"formation_error", job.formation_error},
       {"formation_failures", job.formation_failures},

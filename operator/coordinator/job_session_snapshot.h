@@ -55,10 +55,17 @@ struct JobSessionSnapshot {
   int64_t membership_generation = 0;  // the trainers' generation, not metadata.generation
   int64_t step = -1;                  // last step every member reported
   std::vector<MemberSnapshot> members;
-  std::vector<int> plan;                     // current batches by rank
-  double measured_samples_per_second = 0.0;  // B / median step time, averaged over recent steps
-  double ideal_samples_per_second = 0.0;     // X_UB for the fitted costs
-  double efficiency = 0.0;                   // measured / ideal
+  std::vector<int> plan;  // current batches by rank
+  // Committed samples over the wall time between rank 0's step end times (one clock), over
+  // recent steps; B / median step time for trainers that do not send end times.
+  double measured_samples_per_second = 0.0;
+  // The best split's rate under the balancer's step-time model rescaled to the measured
+  // period: measured ÷ efficiency.
+  double ideal_samples_per_second = 0.0;
+  double efficiency = 0.0;  // η = T(best) / T(current) under one model, <= 1 by construction
+  // How well that model reproduces the measured period: T_model(current) / T_measured (1:
+  // exact). Poor calibration, not an efficiency above 1, is how a wrong model shows.
+  double model_calibration = 0.0;
   int plan_changes = 0;
   RebalanceSnapshot last_rebalance;
   // Step time saved by going on without the releasable members (0: none is releasable).

@@ -53,15 +53,21 @@ struct JobGaugeSpec {
 
 constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
 
-const std::array<JobGaugeSpec, 10> kJobGauges = {{
+const std::array<JobGaugeSpec, 11> kJobGauges = {{
     {"fulcrum_job_samples_per_second",
-     "Measured throughput: global batch over the median step time of recent steps",
+     "Measured throughput: committed samples over the wall time between recent step end times "
+     "on one clock",
      [](const JobSessionSnapshot& s) { return s.measured_samples_per_second; }},
     {"fulcrum_job_ideal_samples_per_second",
-     "Upper bound on throughput for the workers' fitted step costs",
+     "Throughput of the best split under the balancer's step-time model rescaled to the "
+     "measured period (samples_per_second / efficiency)",
      [](const JobSessionSnapshot& s) { return s.ideal_samples_per_second; }},
-    {"fulcrum_job_efficiency", "Measured over ideal throughput (0..1)",
+    {"fulcrum_job_efficiency",
+     "Balance efficiency: best split's step time over the current split's under one model (0..1)",
      [](const JobSessionSnapshot& s) { return s.efficiency; }},
+    {"fulcrum_job_model_calibration",
+     "The step-time model's step time for the current split over the measured one (1: exact)",
+     [](const JobSessionSnapshot& s) { return s.model_calibration; }},
     {"fulcrum_job_step", "Last optimizer step every worker reported (-1: none yet)",
      [](const JobSessionSnapshot& s) { return static_cast<double>(s.step); }},
     {"fulcrum_job_membership_generation",

@@ -11,6 +11,7 @@
 
 #include "operator/balancer/optimal_policy.h"
 #include "operator/balancer/planner.h"
+#include "tests/operator/balancer/cluster_model.h"
 
 namespace fulcrum::balancer {
 namespace {
@@ -445,6 +446,129 @@ TEST(Controller, NeverPlansABatchSlowerThanABiggerOneOnceReportsShowIt) {
   const std::vector<int> pathological = PlanAfterSlowWorkerReports(/*seconds_at_batch_2=*/0.150);
   EXPECT_LT(healthy[1], 3) << "with a healthy curve the slow worker gets a batch or two";
   EXPECT_GE(pathological[1], 3) << "batch 2 took longer than batch 8: never plan it again";
+}
+
+// Issue 25's scenario against testing::ClusterModel: one fast worker and two at half its
+// speed, all flat below 16 samples, 3% timing noise plus contention the emulated slowdown does
+// not scale, and the coordinator's apply lead of 3 steps. The fast worker is slowed 6x at
+// step 200 and recovers at step 260, where the split the slowdown led to is judged. Its optimal
+// batch falls from 192 to about 51: two halvings, which the trust region allows one per plan.
+constexpr int64_t kSlowdownStep = 200;
+constexpr int64_t kLiftStep = 260;
+
+struct SlowdownRun {
+  int rebalances_in_30_steps = 0;   // plan changes in [slowdown, slowdown + 30)
+  int slowed_batch_rises = 0;       // times its running or planned batch went up
+  double efficiency_at_lift = 0.0;  // true η of the running split where the slowdown ends
+  double efficiency_20_steps_after_lift = 0.0;
+  std::vector<std::string> reasons;  // every plan change after the slowdown, for failures
+  // Each plan change during the slowdown that moved the slowed worker: (step, from, to).
+  struct Move {
+    int64_t step;
+    int from;
+    int to;
+    std::string reason;
+  };
+  std::vector<Move> slowed_moves;
+};
+
+SlowdownRun SixfoldSlowdownOfTheFastestWorker(uint64_t seed) {
+  ControllerConfig config = Config(384);
+  config.seed = seed;
+  Controller controller = MakeController(config);
+  testing::ClusterModel cluster({{"fast", "NVIDIA-A100-SXM4-80GB", 0.002, 0.0004, 16},
+                                 {"half1", "Tesla-V100-SXM2-16GB", 0.002, 0.0008, 16},
+                                 {"half2", "Tesla-V100-SXM2-16GB", 0.002, 0.0008, 16}},
+                                {.relative = 0.03, .contention_seconds = 0.0015}, 3, seed);
+  EXPECT_TRUE(cluster.Join(controller).ok());
+  SlowdownRun run;
+  for (int64_t step = 0; step < kSlowdownStep; ++step) cluster.Step(controller, step);
+  cluster.worker(0).slowdown = 6.0;
+  int running_before = cluster.running()[0];
+  int planned_before = controller.plan().workers[0].batch;
+  for (int64_t step = kSlowdownStep; step < kLiftStep; ++step) {
+    const bool changed = cluster.Step(controller, step);
+    if (changed) {
+      run.reasons.push_back(std::to_string(step) + ": " + controller.plan().reason);
+      if (step < kSlowdownStep + 30) ++run.rebalances_in_30_steps;
+    }
+    const int running = cluster.running()[0];
+    const int planned = controller.plan().workers[0].batch;
+    if (changed && planned != planned_before)
+      run.slowed_moves.push_back({step, planned_before, planned, controller.plan().reason});
+    run.slowed_batch_rises += (running > running_before) + (planned > planned_before);
+    running_before = running;
+    planned_before = planned;
+  }
+  run.efficiency_at_lift = cluster.TrueEfficiency();
+  cluster.worker(0).slowdown = 1.0;
+  for (int64_t step = kLiftStep; step < kLiftStep + 20; ++step) {
+    if (cluster.Step(controller, step)) {
+      run.reasons.push_back(std::to_string(step) + ": " + controller.plan().reason);
+    }
+  }
+  run.efficiency_20_steps_after_lift = cluster.TrueEfficiency();
+  return run;
+}
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string joined;
+  for (const std::string& line : lines) joined += "\n  " + line;
+  return joined;
+}
+
+TEST(Controller, AfterASixfoldSlowdownOfTheFastestWorkerRebalancesAtMostTwiceIn30Steps) {
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const SlowdownRun run = SixfoldSlowdownOfTheFastestWorker(seed);
+    EXPECT_GE(run.rebalances_in_30_steps, 1) << Joined(run.reasons);
+    EXPECT_LE(run.rebalances_in_30_steps, 2) << Joined(run.reasons);
+  }
+}
+
+TEST(Controller, AfterASixfoldSlowdownTheSlowedWorkersBatchNeverRises) {
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const SlowdownRun run = SixfoldSlowdownOfTheFastestWorker(seed);
+    EXPECT_EQ(run.slowed_batch_rises, 0) << Joined(run.reasons);
+  }
+}
+
+TEST(Controller, AfterASixfoldSlowdownTheSplitEndsWithin5PercentOfTheTrueOptimum) {
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const SlowdownRun run = SixfoldSlowdownOfTheFastestWorker(seed);
+    EXPECT_GE(run.efficiency_at_lift, 0.95) << Joined(run.reasons);
+  }
+}
+
+TEST(Controller, EachPlanMovesTheSlowedWorkerAtMostHalfwayIntoSizesItNeverRan) {
+  // Trust region: below its batch at the slowdown the slowed worker never ran, so every plan
+  // may at most halve its batch. Dwell: a second move waits interval_steps (10), unless it
+  // continues a move the trust region cut short, once the size that move reached has been
+  // measured (3 reports after the 3-step apply lead) to take what the move predicted.
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const SlowdownRun run = SixfoldSlowdownOfTheFastestWorker(seed);
+    ASSERT_FALSE(run.slowed_moves.empty());
+    for (std::size_t i = 0; i < run.slowed_moves.size(); ++i) {
+      const SlowdownRun::Move& move = run.slowed_moves[i];
+      EXPECT_GE(2 * move.to, move.from) << Joined(run.reasons);
+      if (i == 0) continue;
+      const SlowdownRun::Move& previous = run.slowed_moves[i - 1];
+      const bool continues_cut_move = previous.reason.find("trust region") != std::string::npos;
+      EXPECT_GE(move.step - previous.step, continues_cut_move ? 5 : 10) << Joined(run.reasons);
+    }
+    EXPECT_THAT(run.reasons.front(), HasSubstr("moves: fast"));
+  }
+}
+
+TEST(Controller, AfterTheSlowdownIsLiftedTheSplitRecoversWithin20Steps) {
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const SlowdownRun run = SixfoldSlowdownOfTheFastestWorker(seed);
+    EXPECT_GE(run.efficiency_20_steps_after_lift, 0.95) << Joined(run.reasons);
+  }
 }
 
 }  // namespace

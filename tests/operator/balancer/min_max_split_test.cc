@@ -79,6 +79,34 @@ TEST(MinMaxSplit, MatchesExhaustiveSearchOnEveryGeneratedInstance) {
   EXPECT_GT(checked, 2500);
 }
 
+TEST(MinMaxSplit, IsExactOnMeasuredCurvesToo) {
+  // The same instances with a few measured points per worker (flat knees, points above and
+  // below the line): the curve start and the greedy refinement stay exact.
+  std::mt19937_64 random(20261126);
+  std::uniform_real_distribution<double> off_line(0.3, 3.0);
+  int checked = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    Instance instance = RandomInstance(random);
+    if (instance.total < 1) continue;
+    for (SplitWorker& w : instance.workers) {
+      std::vector<CostPoint> points;
+      for (int i = 0; i < 3; ++i) {
+        const int batch = 1 + static_cast<int>(random() % 40);
+        points.push_back(
+            {batch, (w.fixed_seconds + w.seconds_per_sample * batch) * off_line(random)});
+      }
+      w.measured = MonotoneCostPoints(points);
+    }
+    Result<std::vector<int>> split = MinMaxSplit(instance.workers, instance.total);
+    ASSERT_TRUE(split.ok()) << split.error().ToString();
+    const double exhaustive = ExhaustiveBestBottleneck(instance.workers, instance.total);
+    ASSERT_DOUBLE_EQ(BottleneckCost(instance.workers, *split), exhaustive) << "trial " << trial;
+    EXPECT_EQ(std::accumulate(split->begin(), split->end(), 0), instance.total);
+    ++checked;
+  }
+  EXPECT_GT(checked, 2500);
+}
+
 TEST(MinMaxSplit, EqualWorkersGetEqualShares) {
   const std::vector<SplitWorker> workers(4, SplitWorker{0.01, 0.002, 1, 100});
   Result<std::vector<int>> split = MinMaxSplit(workers, 64);

@@ -1,5 +1,7 @@
-// The compute-time fitter: recovers a and k from noisy reports, shrugs off one-off outliers,
-// follows a real change of speed within a few reports, and says when a and k are separable.
+// The compute-time model c(b) = s·g(b): recovers a and k from noisy reports, shrugs off one-off
+// outliers, follows a real change of speed within a few reports (only when a size it already
+// measured contradicts its history), keeps and rescales what it measured, uses measured
+// per-size times where the line is wrong, and says when a and k are separable.
 #include "operator/balancer/performance_model.h"
 
 #include <gtest/gtest.h>
@@ -81,28 +83,113 @@ TEST(ComputeTimeModel, IgnoresAOneOffPause) {
     const double batch = 100 + (i % 2 == 0 ? 10 : -10);
     ASSERT_TRUE(model.Observe(batch, truth.Seconds(batch)).ok());
   }
-  Result<ObservationOutcome> outcome = model.Observe(100, 3 * truth.Seconds(100));
+  Result<ObservationOutcome> outcome = model.Observe(110, 3 * truth.Seconds(110));
   ASSERT_TRUE(outcome.ok());
   EXPECT_EQ(*outcome, ObservationOutcome::kOutlier);
   ASSERT_TRUE(model.Observe(110, truth.Seconds(110)).ok());
   EXPECT_NEAR(model.estimate().Seconds(100), truth.Seconds(100), 0.001 * truth.Seconds(100));
+  EXPECT_EQ(model.regime(), 0);
 }
 
-TEST(ComputeTimeModel, FollowsARealTwofoldSlowdownAfterThreeReports) {
-  const LinearCost truth{0.02, 0.001};
+// 40 noiseless reports alternating between batch 90 and 110, enough to identify a and k.
+ComputeTimeModel MeasuredAt90And110(const LinearCost& truth) {
   ComputeTimeModel model(kCatalogPrior);
   for (int i = 0; i < 40; ++i) {
     const double batch = 100 + (i % 2 == 0 ? 10 : -10);
-    ASSERT_TRUE(model.Observe(batch, truth.Seconds(batch)).ok());
+    EXPECT_TRUE(model.Observe(batch, truth.Seconds(batch)).ok());
   }
+  EXPECT_TRUE(model.identified());
+  return model;
+}
+
+TEST(ComputeTimeModel, FollowsARealTwofoldSlowdownAtAMeasuredSizeAfterThreeReports) {
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model = MeasuredAt90And110(truth);
   std::vector<ObservationOutcome> outcomes;
-  for (int i = 0; i < 3; ++i) outcomes.push_back(*model.Observe(100, 2 * truth.Seconds(100)));
+  for (int i = 0; i < 3; ++i) outcomes.push_back(*model.Observe(110, 2 * truth.Seconds(110)));
   EXPECT_EQ(outcomes, (std::vector<ObservationOutcome>{ObservationOutcome::kOutlier,
                                                        ObservationOutcome::kOutlier,
                                                        ObservationOutcome::kRegimeChange}));
+  EXPECT_NEAR(model.speed_factor(), 2.0, 1e-9);
+  EXPECT_EQ(model.regime(), 1);
   EXPECT_NEAR(model.estimate().Seconds(100), 2 * truth.Seconds(100), 0.01 * truth.Seconds(100));
   // The shape (a : k) survives the change, so predictions at other batches are right too.
   EXPECT_NEAR(model.estimate().Seconds(200), 2 * truth.Seconds(200), 0.01 * truth.Seconds(200));
+}
+
+TEST(ComputeTimeModel, SeesASlowdownThatCoincidesWithASmallMoveToANewSize) {
+  // The plan moved the worker from 110 to 112 just as it slowed down: 112 was never measured,
+  // but 110 was, in this regime, and is within ±10%.
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model = MeasuredAt90And110(truth);
+  std::vector<ObservationOutcome> outcomes;
+  for (int i = 0; i < 3; ++i) outcomes.push_back(*model.Observe(112, 6 * truth.Seconds(112)));
+  EXPECT_EQ(outcomes.back(), ObservationOutcome::kRegimeChange);
+  EXPECT_NEAR(model.speed_factor(), 6.0, 0.1);
+}
+
+TEST(ComputeTimeModel, RefinesTheSpeedFactorWithReportsAfterTheChange) {
+  // The three confirming reports overstate the change (a contention spike each); the next
+  // reports at the same size bring the factor back to what they say.
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model = MeasuredAt90And110(truth);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(model.Observe(110, 2.2 * truth.Seconds(110)).ok());
+  ASSERT_EQ(model.regime(), 1);
+  ASSERT_NEAR(model.speed_factor(), 2.2, 1e-9);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(model.Observe(110, 2.0 * truth.Seconds(110)).ok());
+  EXPECT_NEAR(model.speed_factor(), 2.0, 1e-9);
+  EXPECT_EQ(model.speed_evidence(), 11);
+  // The new regime's times are rescaled with it: 110 is where it was measured.
+  EXPECT_NEAR(model.Seconds(110), 2.0 * truth.Seconds(110), 0.01 * truth.Seconds(110));
+}
+
+TEST(ComputeTimeModel, ATimeOffTheLineAtANewSizeUpdatesThatSizeNotTheSpeed) {
+  // A device flat below a knee: batch 10 takes as long as batch 90, far above the line.
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model = MeasuredAt90And110(truth);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(*model.Observe(10, truth.Seconds(90)), ObservationOutcome::kAccepted);
+  }
+  EXPECT_EQ(model.regime(), 0);
+  EXPECT_DOUBLE_EQ(model.speed_factor(), 1.0);
+  // Where it was measured, the curve says what was measured; elsewhere the line still holds.
+  EXPECT_NEAR(model.Seconds(10), truth.Seconds(90), 0.02 * truth.Seconds(90));
+  EXPECT_NEAR(model.Seconds(110), truth.Seconds(110), 0.02 * truth.Seconds(110));
+  // Below the knee the curve is not extrapolated down the line (which would say 0.021 s).
+  EXPECT_GT(model.Seconds(1), 0.9 * truth.Seconds(90));
+}
+
+TEST(ComputeTimeModel, AConfirmedChangeRescalesWhatWasMeasuredInsteadOfDeletingIt) {
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model = MeasuredAt90And110(truth);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(model.Observe(10, truth.Seconds(90)).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(model.Observe(110, 6 * truth.Seconds(110)).ok());
+  ASSERT_EQ(model.regime(), 1);
+  ASSERT_NEAR(model.speed_factor(), 6.0, 1e-9);
+  // Size 10 was measured only before the change: kept, and rescaled by the new speed.
+  ASSERT_TRUE(model.sizes().Find(10).has_value());
+  EXPECT_EQ(model.sizes().Find(10)->count, 5);
+  EXPECT_NEAR(model.Seconds(10), 6 * truth.Seconds(90), 0.02 * 6 * truth.Seconds(90));
+  // It cannot contradict itself in the new regime: its first new time replaces the old ones,
+  // even one that is not 6 times slower (what an emulated slowdown does to a small batch).
+  EXPECT_EQ(*model.Observe(10, 3 * truth.Seconds(90)), ObservationOutcome::kAccepted);
+  EXPECT_EQ(model.regime(), 1);
+  EXPECT_EQ(model.sizes().Find(10)->count, 1);
+}
+
+TEST(ComputeTimeModel, NoiseAtAMeasuredSizeIsNeverAChangeOfSpeed) {
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const LinearCost truth{0.02, 0.001};
+    std::mt19937_64 random(seed);
+    std::normal_distribution<double> noise(0.0, 0.05);
+    ComputeTimeModel model(kCatalogPrior);
+    for (int i = 0; i < 2000; ++i) {
+      const double batch = i % 3 == 0 ? 16 : 64;
+      ASSERT_TRUE(model.Observe(batch, truth.Seconds(batch) * (1 + noise(random))).ok());
+    }
+    EXPECT_EQ(model.regime(), 0);
+  }
 }
 
 TEST(ComputeTimeModel, IsIdentifiedOnlyOnceBatchSizesHaveSpread) {

@@ -10,6 +10,8 @@
 #include <numeric>
 #include <random>
 
+#include "operator/balancer/optimal_policy.h"
+
 namespace fulcrum::balancer {
 namespace {
 
@@ -167,6 +169,43 @@ TEST(PredictStepSeconds, IsTheSlowestWorkerPlusTheTail) {
   PlanRequest request{30, {{"a", 0.1, 0.01, 1, 30, 0}, {"b", 0.0, 0.02, 1, 30, 0}}, 0.05};
   const std::vector<int> batches = {10, 20};
   EXPECT_DOUBLE_EQ(PredictStepSeconds(request, batches, 1), 0.4 + 0.05);
+}
+
+}  // namespace
+}  // namespace fulcrum::balancer
+
+namespace fulcrum::balancer {
+namespace {
+
+// Issue 25: a slowed worker whose fitted line puts batch 1 far above what it measured there.
+// Planned on the line, it is pinned at its minimum; planned on what it measured, it keeps the
+// samples it can take within the others' step time.
+TEST(MakePlan, PlansAWorkerAtWhatItMeasuredWhereTheLineIsContradicted) {
+  PlanRequest request;
+  request.global_batch = 256;
+  // The slowed worker's line: a = 0.3 s (a level that mixed in core contention).
+  request.workers.push_back({"slowed", 0.3, 0.004, 1, 256, 0});
+  request.workers.push_back({"other", 0.01, 0.001, 1, 256, 0});
+  Result<Plan> on_line = MakePlan(request, OptimalPolicy());
+  ASSERT_TRUE(on_line.ok());
+  EXPECT_EQ(on_line->workers[0].batch, 1) << "the line says even one sample costs 0.3 s";
+  // Measured: flat at 0.06 s up to 16, then on the way to the line.
+  request.workers[0].measured = {{1, 0.06}, {8, 0.06}, {16, 0.06}, {64, 0.4}};
+  Result<Plan> on_measured = MakePlan(request, OptimalPolicy());
+  ASSERT_TRUE(on_measured.ok());
+  EXPECT_GE(on_measured->workers[0].batch, 16);
+  EXPECT_LT(on_measured->step_seconds, on_line->step_seconds);
+  EXPECT_NEAR(on_measured->workers[0].compute_seconds,
+              CurveSeconds(0.3, 0.004, MonotoneCostPoints(request.workers[0].measured),
+                           on_measured->workers[0].batch),
+              1e-12);
+}
+
+TEST(MakePlan, RejectsAMeasuredPointWithoutAPositiveBatchAndTime) {
+  PlanRequest request;
+  request.global_batch = 8;
+  request.workers.push_back({"a", 0.01, 0.001, 1, 8, 0, {{0, 0.1}}});
+  EXPECT_EQ(MakePlan(request, OptimalPolicy()).error().field, "workers[0].measured");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ coordinator::JobSessionSnapshot Training() {
   training.measured_samples_per_second = 900.0;
   training.ideal_samples_per_second = 1000.0;
   training.efficiency = 0.9;
+  training.model_calibration = 0.97;
   training.members = {
       {.pod = "w-1",
        .node = "v100",
@@ -77,6 +78,7 @@ TEST(JobStatus, RunningJobShowsWorkersByRankThroughputAndConditions) {
   EXPECT_EQ(status["workers"][0]["pod"], "w-0");
   EXPECT_EQ(status["workers"][0]["localBatch"], 64);
   EXPECT_EQ(status["throughput"]["efficiency"], 0.9);
+  EXPECT_EQ(status["throughput"]["modelCalibration"], 0.97);
   EXPECT_EQ(status["lastRebalance"]["reason"], "w-1 slowed down");
   EXPECT_EQ(status["lastRebalance"]["time"], "2023-11-14T22:13:20Z");
   EXPECT_EQ((*ConditionOf(status, "Running"))["status"], "True");

@@ -63,6 +63,7 @@ JobSessionSnapshot MixedJob() {
   job.measured_samples_per_second = 896;
   job.ideal_samples_per_second = 1024;
   job.efficiency = 0.875;
+  job.model_calibration = 0.96;
   job.training_loss = 0.5;
   job.last_evaluation = {.step = 100,
                          .loss = 0.75,
@@ -120,6 +121,7 @@ TEST(OperatorMetrics, UpdateJobSetsTheJobsAndItsRankedWorkersSeries) {
           R"(fulcrum_job_samples_per_second{job="mixed",namespace="ml"} 896)",
           R"(fulcrum_job_ideal_samples_per_second{job="mixed",namespace="ml"} 1024)",
           R"(fulcrum_job_efficiency{job="mixed",namespace="ml"} 0.875)",
+          R"(fulcrum_job_model_calibration{job="mixed",namespace="ml"} 0.96)",
           R"(fulcrum_job_step{job="mixed",namespace="ml"} 120)",
           R"(fulcrum_job_membership_generation{job="mixed",namespace="ml"} 3)",
           R"(fulcrum_job_workers{job="mixed",namespace="ml"} 3)",
@@ -182,7 +184,7 @@ TEST(OperatorMetrics, RemoveJobRemovesEveryOneOfItsSeriesAndKeepsOtherJobs) {
   const std::string text = metrics.Serialize();
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="ml")"), 0);
   // Job gauges, worker failures and phase, three workers' gauges, one rebalance counter.
-  const int per_job = 10 + 2 + 3 * 4 + 1;
+  const int per_job = 11 + 2 + 3 * 4 + 1;
   EXPECT_EQ(SeriesWith(text, R"(job="other",namespace="ml")"), per_job);
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="dev")"), per_job);
   metrics.RemoveJob("ml", "mixed");  // again, and of a job never seen: no effect, no crash
