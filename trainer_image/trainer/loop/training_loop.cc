@@ -1297,8 +1297,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   const double loss_sum = *forward_backward;
 
   // The control values are known once backward is done; they complete the last gradient bucket,
-  // which goes out now, before an emulated slowdown's sleep, like the buckets backward started
-  // (that order, and what it does to the comparison with DDP: docs/benchmarks.md).
+  // which goes out once compute is over: after an emulated slowdown's sleep, as a slow GPU's
+  // would (it finishes backward late, it does not finish on time and then sleep).
   std::vector<double> control(ControlLayout::Size(world), 0.0);
   control[ControlLayout::kBatch] = local_batch;
   control[ControlLayout::kLossSum] = loss_sum;
@@ -1318,8 +1318,6 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
       control[ControlLayout::kPlan + static_cast<std::size_t>(r)] = chosen.batches(r);
   }
   double coordinator_seconds = SecondsSince(plan_lookup_start);
-  // Buffers (BatchNorm statistics) weighted by this rank's samples: all ranks get the mean.
-  buckets_->SetControl(control, local_batch);
 
   const double device_compute_seconds = compute_->FinishComputeSeconds();
   const double factor = slowdown_.Current(job());
@@ -1333,6 +1331,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   }
   // The device's clock (CUDA events on a GPU), plus the emulated slowdown's sleep if any.
   const double compute_seconds = device_compute_seconds + emulated_seconds;
+  // Buffers (BatchNorm statistics) weighted by this rank's samples: all ranks get the mean.
+  buckets_->SetControl(control, local_batch);
   // Everything after compute is split-independent (packing, all-reduce, optimizer update) except
   // the wait for slower ranks; the coordinator takes the least over ranks as the step's tail.
   const auto after_compute = SteadyClock::now();
@@ -1417,6 +1417,9 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   report.set_data_wait_seconds(data_wait_seconds);
   // Clipped by the end of the last epoch: fewer samples than the plan gave this rank.
   report.set_partial(local_batch < batches[static_cast<std::size_t>(rank_)]);
+  // One clock for the coordinator's throughput: when this step ended here, after the update.
+  report.set_step_end_seconds(
+      std::chrono::duration<double>(SteadyClock::now().time_since_epoch()).count());
   report.set_global_loss(global_batch > 0 && finite
                              ? control[ControlLayout::kLossSum] / global_batch
                              : std::numeric_limits<double>::quiet_NaN());
