@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -18,6 +19,13 @@ namespace fulcrum::trainer {
 namespace {
 
 using namespace std::chrono_literals;
+
+// fulcrum-trainer ignores SIGPIPE (main.cc) so that a write to a peer that went away fails
+// instead of killing it; this process runs the same link (and a proxy that cuts connections).
+const bool kSigpipeIgnored = [] {
+  std::signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
 using fulcrum::testing::FreezableProxy;
 using fulcrum::v1::CoordinatorMessage;
 using fulcrum::v1::TrainerMessage;

@@ -10,6 +10,23 @@
 namespace fulcrum::trainer {
 namespace {
 
+const std::vector<std::pair<std::string, OptimizerKind>> kOptimizerNames = {
+    {"sgd", OptimizerKind::kSgd}, {"adam", OptimizerKind::kAdam}, {"adamw", OptimizerKind::kAdamW}};
+const std::vector<std::pair<std::string, ScheduleKind>> kScheduleNames = {
+    {"constant", ScheduleKind::kConstant},
+    {"cosine", ScheduleKind::kCosine},
+    {"step", ScheduleKind::kStep}};
+const std::vector<std::pair<std::string, Precision>> kPrecisionNames = {
+    {"fp32", Precision::kFloat32}, {"bf16", Precision::kBFloat16}, {"fp16", Precision::kFloat16}};
+
+template <typename Enum>
+std::string NameIn(const std::vector<std::pair<std::string, Enum>>& names, Enum value) {
+  for (const auto& [name, choice] : names) {
+    if (choice == value) return name;
+  }
+  return "?";
+}
+
 std::string Hostname() {
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "localhost";
@@ -104,17 +121,11 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
       ->group(transform);
 
   const char* optimizer = "Optimizer";
-  AddChoice(app, "--optimizer", config.optimizer.kind,
-            {{"sgd", OptimizerKind::kSgd},
-             {"adam", OptimizerKind::kAdam},
-             {"adamw", OptimizerKind::kAdamW}},
+  AddChoice(app, "--optimizer", config.optimizer.kind, kOptimizerNames,
             "the update rule, as PyTorch's torch.optim")
       ->group(optimizer);
   app.add_option("--lr", config.optimizer.learning_rate, "learning rate")->group(optimizer);
-  AddChoice(app, "--precision", config.precision.precision,
-            {{"fp32", Precision::kFloat32},
-             {"bf16", Precision::kBFloat16},
-             {"fp16", Precision::kFloat16}},
+  AddChoice(app, "--precision", config.precision.precision, kPrecisionNames,
             "forward and loss in float32, or autocast to bfloat16 or float16 (with dynamic loss "
             "scaling) on float32 parameters")
       ->group(optimizer);
@@ -132,10 +143,7 @@ void AddFlags(CLI::App& app, TrainerConfig& config) {
   app.add_option("--weight-decay", config.optimizer.weight_decay,
                  "weight decay (L2 for sgd and adam, decoupled for adamw)")
       ->group(optimizer);
-  AddChoice(app, "--lr-schedule", config.schedule.kind,
-            {{"constant", ScheduleKind::kConstant},
-             {"cosine", ScheduleKind::kCosine},
-             {"step", ScheduleKind::kStep}},
+  AddChoice(app, "--lr-schedule", config.schedule.kind, kScheduleNames,
             "after warmup: the rate stays, follows a cosine to --lr-final-factor at the last "
             "step, or is multiplied by --lr-gamma every --lr-step-size steps")
       ->group(optimizer);
@@ -371,6 +379,16 @@ Result<TrainerConfig> ParseTrainerFlags(const std::vector<std::string>& args,
   if (Status status = Validate(config); !status.ok()) return status.error();
   ShareAcrossLayers(config);
   return config;
+}
+
+std::string NameOf(OptimizerKind kind) {
+  return NameIn(kOptimizerNames, kind);
+}
+std::string NameOf(ScheduleKind kind) {
+  return NameIn(kScheduleNames, kind);
+}
+std::string NameOf(Precision precision) {
+  return NameIn(kPrecisionNames, precision);
 }
 
 }  // namespace fulcrum::trainer

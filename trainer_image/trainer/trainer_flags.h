@@ -18,4 +18,9 @@ namespace fulcrum::trainer {
 Result<TrainerConfig> ParseTrainerFlags(const std::vector<std::string>& args,
                                         const std::map<std::string, std::string>& environment = {});
 
+// The names the flags give the choices (--optimizer adamw), for what reports a configuration.
+std::string NameOf(OptimizerKind kind);
+std::string NameOf(ScheduleKind kind);
+std::string NameOf(Precision precision);
+
 }  // namespace fulcrum::trainer

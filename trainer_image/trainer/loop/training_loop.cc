@@ -26,9 +26,10 @@
 #include "trainer_image/trainer/device/compute_device.h"
 #include "trainer_image/trainer/device/cpu_allocator.h"
 #include "trainer_image/trainer/device/emulated_slowdown.h"
+#include "trainer_image/trainer/loop/model_record.h"
+#include "trainer_image/trainer/loop/model_runner.h"
 #include "trainer_image/trainer/loop/trainer_metrics.h"
 #include "trainer_image/trainer/membership/coordinator_link.h"
-#include "trainer_image/trainer/model/autocast.h"
 #include "trainer_image/trainer/model/loss_scaler.h"
 #include "trainer_image/trainer/model/model.h"
 #include "trainer_image/trainer/model/optimizer.h"
@@ -54,83 +55,6 @@ double SecondsSince(SteadyClock::time_point start) {
 std::string AsProductLabel(std::string name) {
   std::replace(name.begin(), name.end(), ' ', '-');
   return name;
-}
-
-// A torch or TorchScript error on one line: from its last "Error: " on (the interpreter puts the
-// cause last, after the traceback), at most 400 characters.
-std::string ShortError(std::string text) {
-  if (const auto cause = text.rfind("Error: "); cause != std::string::npos) {
-    const auto start = text.rfind('\n', cause);
-    text = text.substr(start == std::string::npos ? 0 : start + 1);
-  }
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return text.size() > 400 ? text.substr(0, 400) + "..." : text;
-}
-
-const char* NameOf(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kSgd:
-      return "sgd";
-    case OptimizerKind::kAdam:
-      return "adam";
-    case OptimizerKind::kAdamW:
-      return "adamw";
-  }
-  return "?";
-}
-
-const char* NameOf(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::kConstant:
-      return "constant";
-    case ScheduleKind::kCosine:
-      return "cosine";
-    case ScheduleKind::kStep:
-      return "step";
-  }
-  return "?";
-}
-
-// What a trained model came from, for model.json: the update rule and its schedule.
-nlohmann::json RecipeJson(const TrainerConfig& config) {
-  const OptimizerOptions& optimizer = config.optimizer;
-  const ScheduleOptions& schedule = config.schedule;
-  return {{"optimizer", NameOf(optimizer.kind)},
-          {"learning_rate", optimizer.learning_rate},
-          {"momentum", optimizer.momentum},
-          {"nesterov", optimizer.nesterov},
-          {"weight_decay", optimizer.weight_decay},
-          {"clip_gradient_norm", config.clip_gradient_norm},
-          {"schedule",
-           {{"kind", NameOf(schedule.kind)},
-            {"warmup_steps", schedule.warmup_steps},
-            {"final_factor", schedule.final_factor},
-            {"step_size", schedule.step_size},
-            {"gamma", schedule.gamma}}},
-          {"steps", config.steps},
-          {"epochs", config.epochs},
-          {"seed", config.seed}};
-}
-
-// Which data a model was trained on: the source and a fingerprint of a packed dataset's
-// dataset.json (its fields, sizes and shards).
-nlohmann::json DatasetJson(const DatasetOptions& options, int64_t samples) {
-  nlohmann::json dataset = {{"samples", samples}};
-  if (!options.packed_dir.empty()) {
-    std::ifstream file(std::filesystem::path(options.packed_dir) / "dataset.json",
-                       std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(file)), {});
-    char fingerprint[17];
-    std::snprintf(fingerprint, sizeof fingerprint, "%016lx",
-                  static_cast<unsigned long>(Fnv1a(std::as_bytes(std::span(text)))));
-    dataset["packed"] = options.packed_dir;
-    dataset["fingerprint"] = std::string("fnv1a64:") + fingerprint;
-  } else if (!options.record_file.empty()) {
-    dataset["records"] = options.record_file;
-  } else {
-    dataset["synthetic_seed"] = options.seed;
-  }
-  return dataset;
 }
 
 // The small vector all-reduced with the gradients every step, at the end of the last gradient
@@ -185,27 +109,16 @@ class Trainer {
   Status CollectParameters();
   // Names every tensor of the state (parameters, buffers, optimizer) for checkpoints.
   void CollectState(const std::vector<std::string>& trained_names);
-  Status SetUpTransform();
-  // Mixed precision (autocast, loss scaling) and the channels_last memory format.
-  void SetUpPrecision();
+  // float16's loss scaler; the warning that a CPU keeps float32 compute for it.
+  void SetUpLossScaling();
   // Resumes from the newest checkpoint, or else starts from --init-from's weights.
   Status RestoreStartingPoint();
-  // Runs forward (and the loss) on the dataset's first samples before step 1, so a model that
-  // does not fit the data fails the job at start: and a loss method must return a sum.
-  Status ProbeModel();
-  // The batch's fields as forward sees them: samples [first, last) of each, the input field
-  // through the device transforms.
-  std::vector<torch::Tensor> ModelFields(const Batch& batch, std::span<const int64_t> indices,
-                                         int64_t first, int64_t last, int64_t position,
-                                         bool augment = true) const;
   // Opens --eval-dataset and checks its fields are the training set's.
   Status OpenEvaluationSet();
   // Every rank evaluates a disjoint shard of the evaluation set, sized by its local batch in
   // `batches` so the slowest is not held up; the sums are all-reduced, so the result is one
   // process's on the whole set. Rank 0 reports it. Collective errors: the generation ends.
   Status Evaluate(Collective& collective, const std::vector<int>& batches, int64_t generation);
-  // The module's loss method, or the summed cross-entropy against the label field.
-  torch::Tensor LossOf(const c10::IValue& outputs, const std::vector<torch::Tensor>& fields);
   // Rank 0 at the end: the trained module (model.pt) and what produced it (model.json).
   void WriteOutput(const char* why);
   GenerationEnd RunGeneration(const fulcrum::v1::Assignment& assignment);
@@ -257,7 +170,7 @@ class Trainer {
   // The last evaluation (step -1: none yet), for model.json.
   fulcrum::v1::Evaluation last_evaluation_;
   FieldRoles roles_;
-  std::optional<DeviceTransform> transform_;  // set where the input field is transformed
+  std::optional<ModelRunner> runner_;  // the batch through the model (model_runner.h)
   std::unique_ptr<BatchLoader> loader_;
   std::unique_ptr<Optimizer> optimizer_;
   // The recipe as edited live through the coordinator (Assignment.learning_rate, .total_steps):
@@ -266,9 +179,8 @@ class Trainer {
   int64_t steps_ = 0;
   // Takes a live-edited recipe from an Assignment or the summed control; logs a change.
   void AdoptRecipe(double learning_rate, int64_t total_steps, const char* how);
-  std::optional<c10::ScalarType> autocast_dtype_;  // mixed precision: forward and loss in it
-  std::optional<LossScaler> loss_scaler_;          // --precision fp16
-  int64_t overflow_steps_ = 0;                     // steps skipped for a gradient overflow
+  std::optional<LossScaler> loss_scaler_;  // --precision fp16
+  int64_t overflow_steps_ = 0;             // steps skipped for a gradient overflow
   std::unique_ptr<SampleOrder> order_;
   std::vector<NamedTensor> named_parameters_;  // every parameter, trained or frozen
   std::vector<torch::Tensor> parameters_;      // the trained ones: all-reduced and updated
@@ -341,15 +253,20 @@ Status Trainer::Init() {
   if (!model.ok()) return model.error();
   model_ = std::move(*model);
   model_->To(compute_->device());
-  SetUpPrecision();
   if (Status status = model_->Bind(dataset_->fields(), roles_); !status.ok()) return status;
   if (Status status = CollectParameters(); !status.ok()) return status;
   if (!model_->HasLoss()) {
     if (Status status = CheckClassLabel(*dataset_, roles_, config_.data); !status.ok())
       return status;
   }
-  if (Status status = SetUpTransform(); !status.ok()) return status;
-  if (Status status = ProbeModel(); !status.ok()) return status;
+  Result<ModelRunner> runner =
+      ModelRunner::Make(*model_, *dataset_, roles_, config_, compute_->device());
+  if (!runner.ok()) return runner.error();
+  runner_.emplace(std::move(*runner));
+  if (config_.model.kind == ModelKind::kTorchScript) {
+    if (Status status = runner_->Probe(*dataset_); !status.ok()) return status;
+  }
+  SetUpLossScaling();
   if (Status status = OpenEvaluationSet(); !status.ok()) return status;
   last_evaluation_.set_step(-1);
   loader_ = std::make_unique<BatchLoader>(*dataset_, *compute_, config_.loader_threads);
@@ -510,70 +427,16 @@ void Trainer::CollectState(const std::vector<std::string>& trained_names) {
   for (const StateTensor& entry : state_) state_tensors_.push_back(entry.tensor);
 }
 
-void Trainer::SetUpPrecision() {
+void Trainer::SetUpLossScaling() {
   const PrecisionOptions& options = config_.precision;
-  const bool cuda = compute_->device().is_cuda();
-  if (options.precision == Precision::kBFloat16) autocast_dtype_ = torch::kBFloat16;
-  if (options.precision == Precision::kFloat16) {
-    loss_scaler_.emplace(options.initial_loss_scale, options.loss_scale_growth_interval);
-    if (cuda) {
-      autocast_dtype_ = torch::kHalf;
-    } else {
-      log::Warn("trainer", job(),
-                "--precision fp16 on a CPU: loss scaling with float32 compute (libtorch's CPU "
-                "autocast has no float16)",
-                {{"initial_loss_scale", options.initial_loss_scale}});
-    }
+  if (options.precision != Precision::kFloat16) return;
+  loss_scaler_.emplace(options.initial_loss_scale, options.loss_scale_growth_interval);
+  if (!compute_->device().is_cuda()) {
+    log::Warn("trainer", job(),
+              "--precision fp16 on a CPU: loss scaling with float32 compute (libtorch's CPU "
+              "autocast has no float16)",
+              {{"initial_loss_scale", options.initial_loss_scale}});
   }
-  if (options.channels_last) {
-    torch::NoGradGuard no_grad;
-    // In place, so the module keeps the same tensors (and TorchScript its attributes).
-    for (const NamedTensor& tensor : model_->NamedParameters()) {
-      if (tensor.tensor.dim() == 4)
-        tensor.tensor.set_data(tensor.tensor.contiguous(at::MemoryFormat::ChannelsLast));
-    }
-  }
-}
-
-Status Trainer::SetUpTransform() {
-  const TransformOptions& options = config_.transform;
-  const bool requested = options.scale > 0 || !options.mean.empty() || options.crop_padding > 0 ||
-                         options.horizontal_flip;
-  if (!roles_.input) {
-    if (!requested) return Ok();
-    return InvalidArgument("--input-field",
-                           "is required: the input transforms apply to one field "
-                           "and the dataset has " +
-                               std::to_string(dataset_->fields().size()) + " (" +
-                               dataset_->FieldNames() + ")");
-  }
-  const DataField& input = dataset_->fields()[*roles_.input];
-  // Built-in networks take float32; a user's module takes images (uint8) and features (floats)
-  // as float32 too, but token ids and masks (other integers) as stored unless a transform is
-  // asked for.
-  const bool transformed = config_.model.kind != ModelKind::kTorchScript ||
-                           input.type == torch::kUInt8 || c10::isFloatingType(input.type) ||
-                           requested;
-  if (!transformed) return Ok();
-  Result<DeviceTransform> transform = DeviceTransform::Make(options, input.shape, input.type);
-  if (!transform.ok()) return transform.error();
-  transform_ = std::move(*transform);
-  return Ok();
-}
-
-std::vector<torch::Tensor> Trainer::ModelFields(const Batch& batch,
-                                                std::span<const int64_t> indices, int64_t first,
-                                                int64_t last, int64_t position,
-                                                bool augment) const {
-  std::vector<torch::Tensor> fields;
-  for (const torch::Tensor& field : batch.fields) fields.push_back(field.slice(0, first, last));
-  if (transform_) {
-    torch::Tensor& input = fields[*roles_.input];
-    input = transform_->Apply(input, indices, position, dataset_->size(), augment);
-    if (config_.precision.channels_last && input.dim() == 4)
-      input = input.contiguous(at::MemoryFormat::ChannelsLast);
-  }
-  return fields;
 }
 
 Status Trainer::OpenEvaluationSet() {
@@ -624,40 +487,12 @@ Status Trainer::Evaluate(Collective& collective, const std::vector<int>& batches
   const int64_t first = global > 0 ? size * before / global : 0;
   const int64_t last =
       global > 0 ? size * (before + batches[static_cast<std::size_t>(rank_)]) / global : size;
-  const bool class_label = roles_.label.has_value() &&
-                           c10::isIntegralType(dataset_->fields()[*roles_.label].type, false) &&
-                           dataset_->fields()[*roles_.label].shape.empty();
-  double loss_sum = 0.0, correct = 0.0;
-  bool accuracy = class_label;
-  model_->SetTraining(false);
-  {
-    torch::NoGradGuard no_grad;
-    for (int64_t begin = first; begin < last; begin += config_.eval_batch_size) {
-      const int64_t end = std::min(last, begin + config_.eval_batch_size);
-      std::vector<int64_t> indices(static_cast<std::size_t>(end - begin));
-      std::iota(indices.begin(), indices.end(), begin);
-      Batch batch = eval_dataset_->Get(indices);
-      for (torch::Tensor& field : batch.fields) field = field.to(compute_->device());
-      const std::vector<torch::Tensor> fields =
-          ModelFields(batch, indices, 0, end - begin, begin, /*augment=*/false);
-      AutocastGuard autocast(compute_->device().type(), autocast_dtype_);
-      const c10::IValue outputs = model_->Forward(fields);
-      loss_sum += LossOf(outputs, fields).to(torch::kFloat32).item<double>();
-      // Top-1 where forward returns one row of class scores per sample.
-      accuracy = accuracy && outputs.isTensor() && outputs.toTensor().dim() == 2;
-      if (accuracy) {
-        correct += outputs.toTensor()
-                       .argmax(1)
-                       .eq(fields[*roles_.label].to(torch::kInt64))
-                       .sum()
-                       .item<double>();
-      }
-    }
-  }
-  model_->SetTraining(true);
+  const EvaluationSums shard =
+      runner_->Evaluate(*eval_dataset_, first, last, config_.eval_batch_size);
   // Sums in float64, so the result does not depend on how the set was split.
-  std::vector<double> sums = {loss_sum, correct, static_cast<double>(last - first),
-                              last > first ? 1.0 : 0.0, last > first && accuracy ? 1.0 : 0.0};
+  std::vector<double> sums = {shard.loss, shard.correct, static_cast<double>(shard.samples),
+                              shard.samples > 0 ? 1.0 : 0.0,
+                              shard.samples > 0 && shard.accuracy ? 1.0 : 0.0};
   if (Status status = collective.AllReduceSum(sums); !status.ok()) return status;
   last_evaluation_.set_generation(generation);
   last_evaluation_.set_step(progress_.step);
@@ -679,78 +514,6 @@ Status Trainer::Evaluate(Collective& collective, const std::vector<int>& batches
        {"shard", {first, last}},
        {"seconds", last_evaluation_.seconds()}});
   return Ok();
-}
-
-torch::Tensor Trainer::LossOf(const c10::IValue& outputs,
-                              const std::vector<torch::Tensor>& fields) {
-  if (model_->HasLoss()) {
-    torch::Tensor loss = model_->Loss(outputs, fields);
-    TORCH_CHECK(loss.dim() == 0, "the module's loss method returned a tensor of shape ",
-                loss.sizes(), ", not one number (the sum over the batch)");
-    return loss;
-  }
-  TORCH_CHECK(outputs.isTensor(), "forward returned a ", outputs.tagKind(),
-              ": the default loss needs class logits [batch, classes] (or give the module a "
-              "loss method)");
-  return torch::nn::functional::cross_entropy(
-      outputs.toTensor(), fields[*roles_.label].to(torch::kInt64),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-}
-
-Status Trainer::ProbeModel() {
-  const int64_t samples = std::min<int64_t>(dataset_->size(), 8);
-  if (config_.model.kind != ModelKind::kTorchScript || samples < 1) return Ok();
-  std::vector<int64_t> indices(static_cast<std::size_t>(samples));
-  std::iota(indices.begin(), indices.end(), int64_t{0});
-  Batch batch = dataset_->Get(indices);
-  for (torch::Tensor& field : batch.fields) field = field.to(compute_->device());
-  // In eval mode (no dropout, BatchNorm on its running statistics): a sample's loss does not
-  // depend on the others, so a sum is additive over any split of the batch.
-  model_->SetTraining(false);
-  torch::NoGradGuard no_grad;
-  auto loss_of = [&](int64_t first, int64_t last) {
-    const std::vector<torch::Tensor> fields =
-        ModelFields(batch,
-                    std::span(indices).subspan(static_cast<std::size_t>(first),
-                                               static_cast<std::size_t>(last - first)),
-                    first, last, first);
-    return LossOf(model_->Forward(fields), fields).item<double>();
-  };
-  double whole = 0.0, front = 0.0, back = 0.0;
-  const int64_t half = samples / 2;
-  try {
-    whole = loss_of(0, samples);
-    if (half > 0) front = loss_of(0, half), back = loss_of(half, samples);
-  } catch (const std::exception& error) {
-    model_->SetTraining(true);
-    const auto* torch_error = dynamic_cast<const c10::Error*>(&error);
-    return InvalidArgument(
-        "--torchscript",
-        "the module fails on the dataset's first " + std::to_string(samples) + " samples: " +
-            ShortError(torch_error ? torch_error->what_without_backtrace() : error.what()));
-  }
-  model_->SetTraining(true);
-  if (!model_->HasLoss() || half == 0) return Ok();
-  const double sum = front + back;
-  const double mean =
-      (front * static_cast<double>(half) + back * static_cast<double>(samples - half)) /
-      static_cast<double>(samples);
-  const double tolerance = 1e-3 * std::max(std::abs(whole), std::abs(sum)) + 1e-6;
-  const std::string measured = "loss of samples 0-" + std::to_string(samples - 1) + " = " +
-                               std::to_string(whole) + ", of their halves " +
-                               std::to_string(front) + " and " + std::to_string(back);
-  if (std::abs(whole - sum) <= tolerance) return Ok();
-  if (std::abs(whole - mean) <= tolerance) {
-    return InvalidArgument(
-        "--torchscript",
-        "the module's loss method returns the mean over the batch (" + measured +
-            "): return the sum (reduction='sum'). Workers train unequal batches; the trainer "
-            "adds their sums and divides by the global batch, which a mean would weight wrongly");
-  }
-  return InvalidArgument("--torchscript",
-                         "the module's loss method is not a sum over the samples (" + measured +
-                             "): return the sum of per-sample losses; put regularisation in "
-                             "--weight-decay");
 }
 
 Status Trainer::RestoreStartingPoint() {
@@ -795,7 +558,7 @@ Status Trainer::RestoreStartingPoint() {
       return InvalidArgument("--init-from", "cannot load \"" + config_.init_from +
                                                 "\" as TorchScript (a model.pt) or a checkpoint "
                                                 "(*.bin): " +
-                                                ShortError(error.what()));
+                                                ShortError(error));
     }
   }
   if (Status status = RestoreTensors(source, weights, {"parameter", "buffer"},
@@ -826,33 +589,17 @@ void Trainer::WriteOutput(const char* why) {
                {{"error", status.error().ToString()}, {"dir", config_.output_dir}});
     return;
   }
-  const nlohmann::json metadata = {
-      {"format", "fulcrum.model"},
-      {"version", 1},
-      {"job", job()},
-      {"why", why},
-      {"step", progress_.step},
-      {"samples_seen", progress_.cursor},
-      {"final_loss", last_loss_},
-      {"last_evaluation",
-       last_evaluation_.step() < 0
-           ? nlohmann::json(nullptr)
-           : nlohmann::json{{"step", last_evaluation_.step()},
-                            {"loss", last_evaluation_.loss()},
-                            {"accuracy", last_evaluation_.has_accuracy()
-                                             ? nlohmann::json(last_evaluation_.accuracy())
-                                             : nlohmann::json(nullptr)},
-                            {"samples", last_evaluation_.samples()}}},
-      {"checksum", Checksum(parameters_)},
-      {"model",
-       {{"kind", config_.model.kind == ModelKind::kTorchScript ? "torchscript" : "builtin"},
-        {"file", config_.model.torchscript},
-        {"parameters", named_parameters_.size()},
-        {"trained_parameters", parameters_.size()},
-        {"custom_loss", model_->HasLoss()}}},
-      {"dataset", DatasetJson(config_.data, dataset_->size())},
-      {"recipe", RecipeJson(config_)},
-  };
+  const nlohmann::json metadata = ModelRecord(
+      config_, {.why = why,
+                .step = progress_.step,
+                .samples_seen = progress_.cursor,
+                .final_loss = last_loss_,
+                .checksum = Checksum(parameters_),
+                .parameters = named_parameters_.size(),
+                .trained_parameters = parameters_.size(),
+                .custom_loss = model_->HasLoss(),
+                .dataset_samples = dataset_->size(),
+                .last_evaluation = last_evaluation_.step() < 0 ? nullptr : &last_evaluation_});
   const std::filesystem::path json_path = directory / "model.json";
   const std::filesystem::path json_temporary = directory / ".model.json.tmp";
   {
@@ -1178,16 +925,9 @@ void Trainer::ForwardBackwardOnce(const Batch& batch, const BatchRequest& reques
         "EMULATED out of memory: micro-batch of ", samples, " > --emulated-max-micro-batch ",
         config_.emulated_max_micro_batch);
     const auto first = static_cast<int64_t>(begin), last = static_cast<int64_t>(end);
-    const std::vector<torch::Tensor> fields =
-        ModelFields(batch, std::span(indices).subspan(begin, end - begin), first, last,
-                    request.range.begin + first);
-    torch::Tensor loss;
-    {
-      // Forward and the loss under autocast (mixed precision); backward outside it, as in
-      // PyTorch. The loss is summed in float32 whatever autocast made of it.
-      AutocastGuard autocast(compute_->device().type(), autocast_dtype_);
-      loss = LossOf(model_->Forward(fields), fields).to(torch::kFloat32);
-    }
+    const torch::Tensor loss =
+        runner_->ForwardLoss(runner_->Fields(batch, std::span(indices).subspan(begin, end - begin),
+                                             first, last, request.range.begin + first));
     // The last micro-step's gradients are final: all-reduce them while backward goes on.
     if (config_.overlap && micro + 1 == micro_steps) buckets_->Arm();
     if (loss_scaler_) {
