@@ -423,16 +423,21 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
       confirmed_plans.push_back(*worker.moved_at_step);
     }
   }
+  // A speed change confirmed since the last plan lifts every dwell: the others must take the
+  // samples a slowed worker sheds (the global batch is fixed), and holding them made the plan
+  // that answers a slowdown wait out the dwell (67 steps after a 6x slowdown in the demo).
+  const bool speed_changed = std::any_of(workers_.begin(), workers_.end(),
+                                         [](const Worker& w) { return w.speed_change_unplanned; });
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     const Worker& worker = workers_[i];
     WorkerSpec& spec = bounded.workers[i];
     const int current = spec.current_batch;
     if (current <= 0 || current < spec.min_batch || current > spec.max_batch * steps) continue;
-    const bool dwelling =
-        worker.moved_at_step && step - *worker.moved_at_step < config_.interval_steps &&
-        worker.compute.regime() == worker.regime_when_moved &&
-        std::find(confirmed_plans.begin(), confirmed_plans.end(), *worker.moved_at_step) ==
-            confirmed_plans.end();
+    const bool dwelling = !speed_changed && worker.moved_at_step &&
+                          step - *worker.moved_at_step < config_.interval_steps &&
+                          worker.compute.regime() == worker.regime_when_moved &&
+                          std::find(confirmed_plans.begin(), confirmed_plans.end(),
+                                    *worker.moved_at_step) == confirmed_plans.end();
     if (dwelling) {
       // Per optimizer step the bounds are min_batch and max_batch·s; pinning the batch is
       // done in micro-batch units the planner scales back (current is a multiple when s = 1).

@@ -542,6 +542,47 @@ TEST(Controller, AfterASixfoldSlowdownTheSplitEndsWithin5PercentOfTheTrueOptimum
   }
 }
 
+// A slowdown right after a plan moved the other workers (who then dwell) is answered at once:
+// the dwell does not hold the workers that must take the slowed one's samples. (In the demo,
+// holding them made the answer to a 6x slowdown wait 67 steps.)
+TEST(Controller, ASlowdownRightAfterAMoveIsAnsweredWithoutWaitingOutTheDwell) {
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ControllerConfig config = Config(384);
+    config.seed = seed;
+    config.interval_steps = 50;
+    Controller controller = MakeController(config);
+    testing::ClusterModel cluster({{"fast", "NVIDIA-A100-SXM4-80GB", 0.002, 0.0004, 16},
+                                   {"half1", "Tesla-V100-SXM2-16GB", 0.002, 0.0008, 16},
+                                   {"half2", "Tesla-V100-SXM2-16GB", 0.002, 0.0008, 16}},
+                                  {.relative = 0.03, .contention_seconds = 0.0015}, 3, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    int64_t step = 0;
+    for (; step < kSlowdownStep; ++step) cluster.Step(controller, step);
+    cluster.worker(1).slowdown = 2.0;  // the others take some of its samples, then dwell
+    std::vector<std::string> reasons;
+    bool moved = false;
+    for (const int64_t end = step + 40; step < end && !moved; ++step) {
+      moved = cluster.Step(controller, step) &&
+              controller.plan().reason.find("predicted step time") != std::string::npos;
+    }
+    ASSERT_TRUE(moved) << "no answer to the first slowdown";
+    for (const int64_t end = step + 5; step < end; ++step) cluster.Step(controller, step);
+    cluster.worker(0).slowdown = 6.0;
+    const int before = controller.plan().workers[0].batch;
+    const int64_t slowed_at = step;
+    int64_t answered = -1;
+    for (const int64_t end = step + 15; step < end && answered < 0; ++step) {
+      if (cluster.Step(controller, step)) {
+        reasons.push_back(std::to_string(step) + ": " + controller.plan().reason);
+        if (controller.plan().workers[0].batch < before) answered = step;
+      }
+    }
+    EXPECT_GE(answered, 0) << "the 6x slowdown at step " << slowed_at
+                           << " was not answered within 15 steps" << Joined(reasons);
+  }
+}
+
 TEST(Controller, EachPlanMovesTheSlowedWorkerAtMostHalfwayIntoSizesItNeverRan) {
   // Trust region: below its batch at the slowdown the slowed worker never ran, so every plan
   // may at most halve its batch. Dwell: a second move waits interval_steps (10), unless it
