@@ -186,7 +186,11 @@ Result<std::vector<int>> MinMaxSplit(std::span<const SplitWorker> workers, int t
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const SplitWorker& w = workers[i];
     const double fits = std::floor((level - w.fixed_seconds) / w.seconds_per_sample);
-    int batch = fits >= w.hi ? w.hi : (fits <= w.lo ? w.lo : static_cast<int>(fits));
+    // Costs at the limits of a double (1/k overflowing, inf - inf) leave no start: the least,
+    // and the greedy finish does the rest (job_session_fuzz found a NaN cast to int here).
+    int batch = std::isnan(fits) || fits <= w.lo ? w.lo
+                : fits >= w.hi                   ? w.hi
+                                                 : static_cast<int>(fits);
     while (batch > w.lo && SplitCost(w, batch) > level) --batch;
     batches[i] = batch;
     assigned += batch;
