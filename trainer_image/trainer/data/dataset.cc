@@ -208,10 +208,14 @@ std::optional<std::size_t> Dataset::FieldIndex(std::string_view name) const {
   return std::nullopt;
 }
 
-std::string Dataset::FieldNames() const {
+std::string FieldNames(const std::vector<DataField>& fields) {
   std::string names;
-  for (const DataField& field : fields()) names += (names.empty() ? "" : ", ") + field.name;
+  for (const DataField& field : fields) names += (names.empty() ? "" : ", ") + field.name;
   return names;
+}
+
+std::string Dataset::FieldNames() const {
+  return trainer::FieldNames(fields());
 }
 
 Result<std::unique_ptr<Dataset>> MakeDataset(const DatasetOptions& options) {

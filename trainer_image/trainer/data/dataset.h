@@ -32,6 +32,9 @@ struct Batch {
   std::vector<torch::Tensor> fields;
 };
 
+// "image, label": the fields' names, for errors that list them.
+std::string FieldNames(const std::vector<DataField>& fields);
+
 class Dataset {
  public:
   virtual ~Dataset() = default;

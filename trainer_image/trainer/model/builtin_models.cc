@@ -127,11 +127,9 @@ class BuiltinModel final : public TrainingModel {
   std::vector<NamedTensor> NamedBuffers() override { return Named(module_->named_buffers()); }
   Status Bind(const std::vector<DataField>& fields, const FieldRoles& roles) override {
     if (!roles.input) {
-      std::string names;
-      for (const DataField& field : fields) names += (names.empty() ? "" : ", ") + field.name;
-      return InvalidArgument("--input-field", "is required: the dataset has " +
-                                                  std::to_string(fields.size()) + " fields (" +
-                                                  names + "), so name the model's input");
+      return InvalidArgument("--input-field",
+                             "is required: the dataset has " + std::to_string(fields.size()) +
+                                 " fields (" + FieldNames(fields) + "), so name the model's input");
     }
     input_ = *roles.input;
     return Ok();

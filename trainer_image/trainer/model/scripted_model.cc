@@ -14,12 +14,6 @@ bool IsTensorDict(const c10::TypePtr& type) {
          dict->getValueType()->kind() == c10::TypeKind::TensorType;
 }
 
-std::string ListOf(const std::vector<DataField>& fields) {
-  std::string names;
-  for (const DataField& field : fields) names += (names.empty() ? "" : ", ") + field.name;
-  return names;
-}
-
 class ScriptedModel final : public TrainingModel {
  public:
   explicit ScriptedModel(torch::jit::Module module) : module_(std::move(module)) {
@@ -70,7 +64,7 @@ class ScriptedModel final : public TrainingModel {
           return InvalidArgument(
               "--torchscript",
               "forward asks for \"" + argument.name() +
-                  "\", which is not a field of the dataset (its fields: " + ListOf(fields) +
+                  "\", which is not a field of the dataset (its fields: " + FieldNames(fields) +
                   (arguments.size() == 2
                        ? "): name the argument after a field, or say which field it is with "
                          "--input-field"
