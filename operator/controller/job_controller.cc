@@ -41,10 +41,11 @@ JobController::JobController(std::shared_ptr<kube::ApiClient> client,
       network_policies_(client, kube::resources::NetworkPolicies(),
                         Watching(options_.watch_namespace, ManagedBySelector())),
       nodes_(client, kube::resources::Nodes(), Watching("")),
-      reconciler_(client,
+      writer_(client, events),
+      reconciler_(writer_,
                   {&jobs_.store(), &pods_.store(), &secrets_.store(), &services_.store(),
                    &network_policies_.store()},
-                  inventory_, coordinator, events, options_.reconciler, std::move(job_observer)) {
+                  inventory_, coordinator, options_.reconciler, std::move(job_observer)) {
   // Pods of every namespace count against node capacity; the job's own are found by owner.
   (void)pods_.AddIndex(kube::indexes::kOwnerUid, kube::indexes::ByOwnerUid());
   jobs_.AddEventHandler({

@@ -15,6 +15,7 @@
 
 #include "operator/controller/job_reconciler.h"
 #include "operator/controller/node_inventory.h"
+#include "operator/coordinator/coordinator_service.h"
 #include "operator/kube/cache/decoded_objects.h"
 #include "operator/kube/cache/informer.h"
 #include "operator/kube/workqueue/work_queue.h"
@@ -73,6 +74,7 @@ class JobController {
   kube::Informer services_;
   kube::Informer network_policies_;
   kube::Informer nodes_;
+  ApiJobWriter writer_;
   JobReconciler reconciler_;
 
   // The running leader's queue; null while not leading (informer events are then dropped:

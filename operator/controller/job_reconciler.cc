@@ -1,16 +1,15 @@
 #include "operator/controller/job_reconciler.h"
 
 #include <absl/strings/escaping.h>
-#include <absl/strings/str_join.h>
+#include <openssl/rand.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <random>
 
 #include "common/log.h"
 #include "operator/balancer/policy_kind.h"
+#include "operator/controller/job_lifecycle.h"
 #include "operator/controller/job_status.h"
-#include "operator/controller/worker_plan.h"
+#include "operator/controller/placement.h"
 
 namespace fulcrum::controller {
 namespace {
@@ -20,38 +19,23 @@ using SystemClock = std::chrono::system_clock;
 
 constexpr const char* kComponent = "controller";
 
-std::string StatusPhase(const nlohmann::json& status) {
-  return status.is_object() ? status.value("phase", "") : "";
+JobPhase StoredPhase(const nlohmann::json& status) {
+  return ParseJobPhase(status.is_object() ? status.value("phase", "") : "");
 }
 
-// 32 random bytes, hex: the per-job token trainers present to the coordinator.
-std::string NewToken() {
-  std::random_device device;  // /dev/urandom on Linux
-  std::string token;
-  for (int i = 0; i < 8; ++i) {
-    char chunk[9];
-    std::snprintf(chunk, sizeof chunk, "%08x", static_cast<unsigned>(device()));
-    token += chunk;
+// 32 random bytes, hex: the per-job token trainers present to the coordinator. OpenSSL's CSPRNG,
+// the one kept source of randomness for secrets.
+Result<std::string> NewToken() {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) {
+    return Error{ErrorCode::kInternal, "OpenSSL's RAND_bytes could not make a job token", "token"};
   }
-  return token;
-}
-
-int64_t VersionNumber(const nlohmann::json& object) {
-  const std::string version = object["metadata"].value("resourceVersion", "0");
-  try {
-    return std::stoll(version);
-  } catch (...) {
-    return 0;  // opaque versions: the cache is taken as current
-  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
 bool Terminating(const nlohmann::json& object) {
   return object["metadata"].contains("deletionTimestamp");
-}
-
-// Holds or will hold its node's GPUs: not being deleted, not ended.
-bool Active(const WorkerPod& pod) {
-  return !pod.terminating && pod.phase != "Succeeded" && pod.phase != "Failed";
 }
 
 WorkerPod ReadWorkerPod(const nlohmann::json& pod) {
@@ -65,7 +49,7 @@ WorkerPod ReadWorkerPod(const nlohmann::json& pod) {
     worker.index = -1;
   }
   const nlohmann::json status = pod.value("status", nlohmann::json::object());
-  worker.phase = status.value("phase", "Pending");
+  worker.phase = ParsePodPhase(status.value("phase", ""));
   worker.node = pod["spec"].value("nodeName", "");
   worker.terminating = Terminating(pod);
   worker.failure_reason = status.value("reason", "");
@@ -103,41 +87,31 @@ Result<coordinator::JobSessionConfig> SessionConfig(const JobSpec& spec, const s
   return config;
 }
 
-// When the stored status's Suspended condition turned True ("" if it is not True).
-std::string SuspendedSince(const nlohmann::json& status) {
-  if (!status.is_object()) return "";
-  for (const nlohmann::json& condition : status.value("conditions", nlohmann::json::array())) {
-    if (condition.value("type", "") == "Suspended" && condition.value("status", "") == "True") {
-      return condition.value("lastTransitionTime", "");
-    }
-  }
-  return "";
+// A deletion that lost a race (the pod is gone, or is another pod by now) is no error.
+bool DeleteFailed(const Status& deleted) {
+  return !deleted.ok() && deleted.error().code != ErrorCode::kNotFound &&
+         deleted.error().code != ErrorCode::kConflict;
 }
 
-std::string Percent(double fraction) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f%%", 100.0 * fraction);
-  return text;
+kube::DeleteOptions DeleteOptionsFor(const PodRemoval& removal) {
+  kube::DeleteOptions options;
+  options.precondition_uid = removal.uid;
+  if (removal.force) options.grace_period_seconds = 0;
+  return options;
 }
 
 }  // namespace
 
-kube::ResourceType HeteroTrainingJobs() {
-  return {"fulcrum.dev", "v1alpha1", "heterotrainingjobs", true};
-}
-
-JobReconciler::JobReconciler(std::shared_ptr<kube::ApiClient> client, ReconcilerCaches caches,
-                             const NodeInventory& inventory,
-                             coordinator::CoordinatorService& coordinator,
-                             kube::EventRecorder* events, ReconcilerOptions options,
-                             JobObserver observer)
-    : client_(std::move(client)),
+JobReconciler::JobReconciler(JobWriter& writer, ReconcilerCaches caches,
+                             const NodeInventory& inventory, coordinator::JobRegistry& coordinator,
+                             ReconcilerOptions options, JobObserver observer)
+    : writer_(writer),
       caches_(caches),
       inventory_(inventory),
       coordinator_(coordinator),
-      events_(events),
       options_(std::move(options)),
       observer_(std::move(observer)),
+      status_(writer, options_.status_min_interval),
       pod_gpu_usage_(options_.keys.resource) {}
 
 Result<ReconcileResult> JobReconciler::Reconcile(const std::string& key) {
@@ -161,26 +135,27 @@ Result<ReconcileResult> JobReconciler::Reconcile(const std::string& key) {
     }
     return ReconcileResult{};
   }
-  if (!spec.ok()) {
-    // The CRD admits only specs the operator can run; this one came from elsewhere.
-    nlohmann::json status = CurrentStatus(job);
-    if (StatusPhase(status) == "Failed") return ReconcileResult{};
-    JobState state;
-    state.observed_generation = job["metadata"].value("generation", int64_t{0});
-    state.failed_reason = "InvalidSpec";
-    state.failed_message = spec.error().ToString() + ": fix the spec and re-create the job";
-    state.completion_time = Rfc3339(SystemClock::now());
-    Event(job, true, "InvalidSpec", "Validate", state.failed_message);
-    const nlohmann::json failed = BuildJobStatus(state, {}, status, Rfc3339(SystemClock::now()));
-    auto written = WriteStatus(job, failed);
-    if (!written.ok()) return written.error();
-    return ReconcileResult{};
-  }
+  if (!spec.ok()) return ReconcileInvalid(job, spec.error());
   if (Status status = EnsureFinalizer(job); !status.ok()) return status.error();
-  const nlohmann::json status = CurrentStatus(job);
-  const std::string phase = StatusPhase(status);
-  if (phase == "Succeeded" || phase == "Failed") return Finish(job, *spec, status);
+  const nlohmann::json status = status_.Current(job);
+  if (Finished(StoredPhase(status))) return Finish(job, *spec, status);
   return ReconcileLive(job, *spec);
+}
+
+Result<ReconcileResult> JobReconciler::ReconcileInvalid(const nlohmann::json& job,
+                                                        const Error& invalid) {
+  // The CRD admits only specs the operator can run; this one came from elsewhere.
+  const nlohmann::json status = status_.Current(job);
+  if (StoredPhase(status) == JobPhase::kFailed) return ReconcileResult{};
+  JobState state;
+  state.observed_generation = job["metadata"].value("generation", int64_t{0});
+  state.failed_reason = "InvalidSpec";
+  state.failed_message = invalid.ToString() + ": fix the spec and re-create the job";
+  state.completion_time = Rfc3339(SystemClock::now());
+  writer_.Event(job, InvalidSpecEvent(state.failed_message));
+  auto written = status_.Write(job, BuildJobStatus(state, {}, status, Rfc3339(SystemClock::now())));
+  if (!written.ok()) return written.error();
+  return ReconcileResult{};
 }
 
 Status JobReconciler::EnsureFinalizer(const nlohmann::json& job) {
@@ -192,8 +167,8 @@ Status JobReconciler::EnsureFinalizer(const nlohmann::json& job) {
   const nlohmann::json patch = {
       {"metadata",
        {{"finalizers", finalizers}, {"resourceVersion", job["metadata"]["resourceVersion"]}}}};
-  auto patched = client_->Patch(HeteroTrainingJobs(), job["metadata"].value("namespace", ""),
-                                job["metadata"].value("name", ""), kube::PatchType::kMerge, patch);
+  auto patched = writer_.Patch(HeteroTrainingJobs(), job["metadata"].value("namespace", ""),
+                               job["metadata"].value("name", ""), patch);
   return patched.ok() ? Ok() : Status(patched.error());
 }
 
@@ -213,10 +188,7 @@ void JobReconciler::ForgetWorkerPods(const std::string& key) {
 Status JobReconciler::Delete(const nlohmann::json& job, const JobSpec& spec) {
   if (observer_.removed) observer_.removed(spec.ns, spec.name);
   ForgetWorkerPods(spec.CoordinatorJobName());
-  {
-    std::lock_guard lock(written_mutex_);
-    written_.erase(spec.uid);
-  }
+  status_.Forget(spec.uid);
   nlohmann::json finalizers = job["metadata"].value("finalizers", nlohmann::json::array());
   const auto ours = std::find(finalizers.begin(), finalizers.end(), kFinalizer);
   if (ours == finalizers.end()) return Ok();
@@ -225,8 +197,7 @@ Status JobReconciler::Delete(const nlohmann::json& job, const JobSpec& spec) {
   const nlohmann::json patch = {
       {"metadata",
        {{"finalizers", finalizers}, {"resourceVersion", job["metadata"]["resourceVersion"]}}}};
-  auto patched =
-      client_->Patch(HeteroTrainingJobs(), spec.ns, spec.name, kube::PatchType::kMerge, patch);
+  auto patched = writer_.Patch(HeteroTrainingJobs(), spec.ns, spec.name, patch);
   if (!patched.ok() && patched.error().code != ErrorCode::kNotFound) return patched.error();
   return Ok();
 }
@@ -236,12 +207,14 @@ Result<std::string> JobReconciler::EnsureToken(const JobSpec& spec) {
   std::optional<nlohmann::json> secret;
   if (auto cached = caches_.secrets->Get(spec.ns + "/" + name)) secret = cached->ToJson();
   if (!secret) {
-    auto created = client_->Create(kube::resources::Secrets(), spec.ns,
-                                   TokenSecret(spec, NewToken(), options_.coordinator_ca));
+    Result<std::string> token = NewToken();
+    if (!token.ok()) return token.error();
+    auto created = writer_.Create(kube::resources::Secrets(), spec.ns,
+                                  TokenSecret(spec, *token, options_.coordinator_ca));
     if (created.ok()) {
       secret = *created;
     } else if (created.error().code == ErrorCode::kAlreadyExists) {
-      auto fetched = client_->Get(kube::resources::Secrets(), spec.ns, name);  // cache lags
+      auto fetched = writer_.Get(kube::resources::Secrets(), spec.ns, name);  // cache lags
       if (!fetched.ok()) return fetched.error();
       secret = *fetched;
     } else {
@@ -263,83 +236,37 @@ Status JobReconciler::EnsureCreated(const kube::Store& cache, const kube::Resour
                                     const JobSpec& spec, const std::string& name,
                                     const std::function<nlohmann::json()>& make) {
   if (cache.Get(spec.ns + "/" + name)) return Ok();
-  auto created = client_->Create(type, spec.ns, make());
+  auto created = writer_.Create(type, spec.ns, make());
   if (!created.ok() && created.error().code != ErrorCode::kAlreadyExists) return created.error();
   return Ok();
 }
 
-int JobReconciler::FreeSlots(const JobSpec& spec, const std::vector<WorkerPod>& own_pods,
-                             const std::set<std::string>& excluded) const {
-  std::map<std::string, int> used_gpus = pod_gpu_usage_.UsedGpus(caches_.pods->List());
-  std::map<std::string, int> own_on_node;
-  int waiting = 0;
-  for (const WorkerPod& pod : own_pods) {
-    if (!Active(pod)) continue;
-    if (pod.node.empty()) {
-      ++waiting;
-    } else {
-      ++own_on_node[pod.node];
+std::map<std::string, std::string> JobReconciler::ProductsOf(
+    const std::vector<WorkerPod>& pods) const {
+  std::map<std::string, std::string> products;
+  for (const WorkerPod& pod : pods) {
+    if (pod.node.empty() || products.contains(pod.node)) continue;
+    if (const std::optional<GpuNode> node = inventory_.Get(pod.node)) {
+      products[pod.node] = node->product;
     }
   }
-  // gpuSelector.maxWorkersPerProduct: what is left of each cap after the job's placed workers.
-  std::map<std::string, int> cap_left = spec.max_workers_per_product;
-  for (const auto& [node, count] : own_on_node) {
-    const std::optional<GpuNode> known = inventory_.Get(node);
-    if (known && cap_left.contains(known->product)) cap_left[known->product] -= count;
-  }
-  int free = 0;
-  for (const GpuNode& node : inventory_.Candidates(spec.gpus_per_worker, spec.gpu_selector)) {
-    if (excluded.contains(node.name)) continue;
-    int slots = 0;
-    if (spec.gpus_per_worker > 0) {
-      slots = std::max(0, (node.allocatable_gpus - used_gpus[node.name]) / spec.gpus_per_worker);
-    } else if (own_on_node[node.name] == 0) {
-      slots = 1;  // CPU workers: one per node, so a CPU job spreads out
-    }
-    if (const auto cap = cap_left.find(node.product); cap != cap_left.end()) {
-      slots = std::clamp(cap->second, 0, slots);
-      cap->second -= slots;
-    }
-    free += slots;
-  }
-  return free - waiting;
+  return products;
 }
 
-JobSpec JobReconciler::PlacementSpec(const JobSpec& spec,
-                                     const std::vector<WorkerPod>& own_pods) const {
-  if (spec.max_workers_per_product.empty()) return spec;
-  std::map<std::string, int> placed;
-  for (const WorkerPod& pod : own_pods) {
-    if (!Active(pod)) continue;
-    if (const std::optional<GpuNode> node = inventory_.Get(pod.node)) ++placed[node->product];
+int JobReconciler::CountFreeSlots(const JobSpec& spec, const LiveWorld& world) const {
+  const std::vector<WorkerPod>& pods = world.workers.pods;
+  const std::map<std::string, std::string> products = ProductsOf(pods);
+  const JobSpec placement = PlacementSpec(spec, pods, products);
+  std::set<std::string> released_nodes;
+  for (const ReleasedWorker& worker : ReadReleasedWorkers(world.previous)) {
+    released_nodes.insert(worker.node);
   }
-  JobSpec placement = spec;
-  for (const auto& [product, cap] : spec.max_workers_per_product) {
-    // A product at its cap takes no new worker: new pods are not allowed there at all.
-    if (placed[product] >= cap) placement.gpu_selector.denied.push_back(product);
-  }
-  return placement;
+  return FreeSlots(placement, pods, released_nodes,
+                   inventory_.Candidates(placement.gpus_per_worker, placement.gpu_selector),
+                   pod_gpu_usage_.UsedGpus(caches_.pods->List()), products);
 }
 
-TrainerPodOptions JobReconciler::PodOptions(const JobSpec& spec) const {
-  TrainerPodOptions pod;
-  pod.default_image = options_.default_image;
-  pod.coordinator_address = options_.coordinator_address;
-  pod.coordinator_tls = !options_.coordinator_ca.empty();
-  pod.keys = options_.keys;
-  for (const GpuNode& node : inventory_.Candidates(spec.gpus_per_worker, spec.gpu_selector)) {
-    if (!node.prior_speed || node.product.empty()) continue;
-    const bool seen = std::any_of(pod.product_speeds.begin(), pod.product_speeds.end(),
-                                  [&](const auto& known) { return known.first == node.product; });
-    if (!seen) pod.product_speeds.emplace_back(node.product, *node.prior_speed);
-  }
-  return pod;
-}
-
-Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
-                                                     const JobSpec& spec) {
-  const auto now = SystemClock::now();
-  const std::string job_name = spec.CoordinatorJobName();
+Result<coordinator::JobSessionSnapshot> JobReconciler::EnsureRegistered(const JobSpec& spec) {
   Result<std::string> token = EnsureToken(spec);
   if (!token.ok()) return token.error();
   if (Status status = EnsureCreated(*caches_.services, kube::resources::Services(), spec,
@@ -358,230 +285,130 @@ Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
   if (!session.ok()) return session.error();
   // Before any pod starts; again after an operator restart; and on every edit (applied live).
   if (Status status = coordinator_.AddJob(*session); !status.ok()) return status.error();
-  const coordinator::JobSessionSnapshot training =
-      coordinator_.SnapshotOf(job_name).value_or(coordinator::JobSessionSnapshot{});
+  return coordinator_.SnapshotOf(spec.CoordinatorJobName())
+      .value_or(coordinator::JobSessionSnapshot{});
+}
 
-  const nlohmann::json previous = CurrentStatus(job);
-  const std::string previous_phase = StatusPhase(previous);
+Result<LiveWorld> JobReconciler::Observe(const nlohmann::json& job, const JobSpec& spec,
+                                         coordinator::JobSessionSnapshot training) {
+  LiveWorld world;
+  world.training = std::move(training);
+  world.previous = status_.Current(job);
   auto own_pods = caches_.pods->ByIndex(kube::indexes::kOwnerUid, spec.uid);
   if (!own_pods.ok()) return own_pods.error();
-  WorkerWorld world;
-  world.now = now;
-  world.failures = ReadWorkerFailures(previous);
-  world.was_suspended = previous_phase == "Suspended";
+  WorkerWorld& workers = world.workers;
+  workers.now = SystemClock::now();
+  workers.failures = ReadWorkerFailures(world.previous);
+  workers.was_suspended = StoredPhase(world.previous) == JobPhase::kSuspended;
   for (WorkerPod& pod : WorkerPodsOf(spec.CoordinatorJobName())->Values(*own_pods, ReadWorkerPod)) {
-    if (!pod.node.empty() && !world.nodes.contains(pod.node)) {
+    if (!pod.node.empty() && !workers.nodes.contains(pod.node)) {
       const std::optional<GpuNode> node = inventory_.Get(pod.node);
-      world.nodes[pod.node] =
+      workers.nodes[pod.node] =
           !node ? NodeHealth::kGone : (node->ready ? NodeHealth::kReady : NodeHealth::kNotReady);
     }
-    world.pods.push_back(std::move(pod));
+    workers.pods.push_back(std::move(pod));
   }
-  const JobSpec placement = PlacementSpec(spec, world.pods);
-  std::vector<ReleasedWorker> released = ReadReleasedWorkers(previous);
-  std::set<std::string> released_nodes;
-  for (const ReleasedWorker& worker : released) released_nodes.insert(worker.node);
   if (!spec.suspend) {
-    for (const coordinator::MemberSnapshot& member : training.members) {
-      if (member.releasable) world.releasable.insert(member.pod);
+    for (const coordinator::MemberSnapshot& member : world.training.members) {
+      if (member.releasable) workers.releasable.insert(member.pod);
     }
   }
+  return world;
+}
 
-  JobState state;
-  state.observed_generation = spec.generation;
-  state.min_workers = spec.min_replicas;
-  state.output_path = spec.output_path;
-  state.suspended = spec.suspend;
-  state.failures = world.failures;
-  state.released = released;
-  state.start_time = previous.is_object() ? previous.value("startTime", "") : "";
-  const std::optional<SystemClock::time_point> started = ParseRfc3339(state.start_time);
-  WorkerDecisions decisions;
-  if (spec.active_deadline_seconds && started &&
-      now - *started >= std::chrono::seconds(*spec.active_deadline_seconds)) {
-    decisions.failed_reason = "DeadlineExceeded";
-    decisions.failed_message = "the job ran longer than spec.activeDeadlineSeconds (" +
-                               std::to_string(*spec.active_deadline_seconds) + " s)";
-    for (const WorkerPod& pod : world.pods) {
-      if (!pod.terminating)
-        decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kFinished});
-    }
-  } else {
+Result<ReconcileResult> JobReconciler::ReconcileLive(const nlohmann::json& job,
+                                                     const JobSpec& spec) {
+  Result<coordinator::JobSessionSnapshot> training = EnsureRegistered(spec);
+  if (!training.ok()) return training.error();
+  Result<LiveWorld> world = Observe(job, spec, std::move(*training));
+  if (!world.ok()) return world.error();
+
+  LiveDecision decision = DecideLive(spec, *world, options_.stop_grace);
+  if (decision.workers.could_grow) {
     // Free slots matter only to a job that could grow. Counting them is a pass over every
-    // trainer pod and GPU node of the cluster (a fifth of a reconcile at 50 jobs on 125 nodes,
-    // growing with jobs x pods), so a full job, as most running jobs are, is decided without
-    // them; DecideWorkers, pure and cheap, runs again with them for one that could grow.
-    decisions = DecideWorkers(spec, world);
-    if (decisions.could_grow) {
-      world.free_slots = FreeSlots(placement, world.pods, released_nodes);
-      decisions = DecideWorkers(spec, world);
-    }
-  }
-  state.failures.insert(state.failures.end(), decisions.new_failures.begin(),
-                        decisions.new_failures.end());
-  state.succeeded = decisions.succeeded;
-  state.failed_reason = decisions.failed_reason;
-  state.failed_message = decisions.failed_message;
-  if (state.succeeded || state.failed_reason) state.completion_time = Rfc3339(now);
-  if (state.start_time.empty() && !decisions.create.empty()) state.start_time = Rfc3339(now);
-  state.created = !world.pods.empty() || !decisions.create.empty();
-  state.rebalancing = training.last_rebalance.apply_at_step > training.step + 1;
-
-  if (!decisions.new_failures.empty()) {
-    // Record failures before the pods that show them are deleted, so each counts once even
-    // if this reconcile stops half-way.
-    nlohmann::json recorded = previous.is_object() ? previous : nlohmann::json::object();
-    recorded["workerFailures"] =
-        BuildJobStatus(state, training, previous, Rfc3339(now))["workerFailures"];
-    auto written = WriteStatus(job, recorded);
-    if (!written.ok()) return written.error();
+    // trainer pod and GPU node of the cluster (a fifth of a reconcile at 50 jobs on 125 nodes),
+    // so a full job, as most running jobs are, is decided without them.
+    world->workers.free_slots = CountFreeSlots(spec, *world);
+    decision = DecideLive(spec, *world, options_.stop_grace);
   }
 
-  for (const PodRemoval& removal : decisions.remove) {
-    kube::DeleteOptions options;
-    options.precondition_uid = removal.uid;
-    if (removal.force) options.grace_period_seconds = 0;
-    Status deleted = client_->Delete(kube::resources::Pods(), spec.ns, removal.pod, options);
-    if (!deleted.ok() && deleted.error().code != ErrorCode::kNotFound &&
-        deleted.error().code != ErrorCode::kConflict) {
-      return deleted.error();
-    }
-    switch (removal.reason) {
-      case RemovalReason::kFailed:
-        Event(job, true, "WorkerFailed", "Replace",
-              "worker pod " + removal.pod + " failed; replacing it after back-off (" +
-                  std::to_string(state.failures.size()) + " of at most " +
-                  std::to_string(spec.backoff_limit) + " failures)");
-        break;
-      case RemovalReason::kNodeLost:
-        Event(job, true, "WorkerLost", "Remove",
-              "worker pod " + removal.pod +
-                  " removed: its node is gone or NotReady; the others go on in a new "
-                  "membership generation");
-        break;
-      case RemovalReason::kScaledDown:
-        Event(job, false, "ScaledDown", "Drain",
-              "worker pod " + removal.pod + " drained: spec.replicas.max is " +
-                  std::to_string(spec.max_replicas) + "; the others keep running");
-        break;
-      case RemovalReason::kReleased: {
-        const auto member = std::find_if(
-            training.members.begin(), training.members.end(),
-            [&](const coordinator::MemberSnapshot& m) { return m.pod == removal.pod; });
-        const std::string node = member != training.members.end() ? member->node : "";
-        const std::string product = member != training.members.end() ? member->gpu_product : "";
-        state.released.push_back({removal.pod, node, product, training.release_gain, Rfc3339(now)});
-        Event(job, false, "WorkerReleased", "Release",
-              "worker pod " + removal.pod + " on " + node + " (" + product +
-                  ") released: the best split gives it nothing, its GPU cannot make the job "
-                  "faster (going on without it saves a predicted " +
-                  Percent(training.release_gain) +
-                  " of step time); the job takes no new worker "
-                  "on that node");
-        break;
-      }
-      case RemovalReason::kFinished:
-        break;
-    }
-  }
-
-  if (spec.suspend && !state.failed_reason) {
-    const bool running = std::any_of(
-        world.pods.begin(), world.pods.end(),
-        [](const WorkerPod& pod) { return !pod.terminating && pod.phase == "Running"; });
-    if (running) {
-      // Trainers checkpoint after the current step and exit 0; their pods are removed then.
-      (void)coordinator_.SendControl(job_name, fulcrum::v1::Control::STOP,
-                                     "suspended: spec.suspend is true");
-      const auto since = ParseRfc3339(SuspendedSince(previous));
-      if (since && now - *since > options_.stop_grace) {
-        for (const WorkerPod& pod : world.pods) {
-          if (pod.terminating || pod.phase != "Running") continue;
-          kube::DeleteOptions options;
-          options.precondition_uid = pod.uid;
-          (void)client_->Delete(kube::resources::Pods(), spec.ns, pod.name, options);
-          Event(job, true, "StopTimedOut", "Suspend",
-                "worker pod " + pod.name + " did not stop after its checkpoint within " +
-                    std::to_string(options_.stop_grace.count() / 1000) + " s; deleted");
-        }
-      }
-    }
-  }
-
-  if (!decisions.create.empty() && !state.failed_reason && !state.succeeded) {
-    TrainerPodOptions pod_options = PodOptions(placement);
-    for (const ReleasedWorker& worker : state.released)
-      pod_options.excluded_nodes.push_back(worker.node);
-    // One Event names every pod this reconcile made: a job of 8 workers starts with 1 Event
-    // write instead of 8 (an Event and 7 series patches), which at 200 jobs is 1,400 requests.
-    std::vector<std::string> created_pods;
-    const auto record_created = [&] {
-      if (created_pods.empty()) return;
-      Event(job, false, "CreatedWorker", "Create",
-            (created_pods.size() == 1 ? "created worker pod " : "created worker pods ") +
-                absl::StrJoin(created_pods, ", "));
-    };
-    for (int index : decisions.create) {
-      auto created = client_->Create(kube::resources::Pods(), spec.ns,
-                                     TrainerPod(placement, index, pod_options));
-      if (!created.ok() && created.error().code != ErrorCode::kAlreadyExists) {
-        record_created();
-        Event(job, true, "FailedCreate", "Create",
-              "cannot create worker pod " + WorkerPodName(spec, index) + ": " +
-                  created.error().ToString());
-        return created.error();
-      }
-      if (created.ok()) created_pods.push_back(WorkerPodName(spec, index));
-    }
-    record_created();
-  }
-
-  const nlohmann::json status = BuildJobStatus(state, training, previous, Rfc3339(now));
-  const std::string new_phase = StatusPhase(status);
-  if (new_phase != previous_phase) {
-    if (new_phase == "Running" && previous_phase != "Rebalancing") {
-      Event(job, false, "Started", "Train",
-            std::to_string(status.value("readyWorkers", 0)) + " workers training");
-    } else if (new_phase == "Suspended") {
-      Event(job, false, "Suspended", "Suspend",
-            "spec.suspend is true: trainers checkpoint and their pods are deleted");
-    } else if (new_phase == "Succeeded") {
-      Event(job, false, "Succeeded", "Complete",
-            "trained " + std::to_string(status.value("step", int64_t{0})) + " steps");
-    } else if (new_phase == "Failed") {
-      Event(job, true, *state.failed_reason, "Fail", state.failed_message);
-    }
-  }
-  if (ConditionIsTrue(status, "DataBound") && !ConditionIsTrue(previous, "DataBound")) {
-    for (const nlohmann::json& condition : status["conditions"]) {
-      if (condition.value("type", "") == "DataBound")
-        Event(job, true, "DataBound", "Train", condition.value("message", ""));
-    }
-  }
-  if (status.contains("lastRebalance") &&
-      (!previous.is_object() || !previous.contains("lastRebalance") ||
-       previous["lastRebalance"] != status["lastRebalance"]) &&
-      training.last_rebalance.apply_at_step >= 0) {
-    std::string note = "step " + std::to_string(training.last_rebalance.apply_at_step) + ": " +
-                       training.last_rebalance.reason;
-    if (training.last_rebalance.predicted_gain > 0) {
-      note += " (predicted gain " + Percent(training.last_rebalance.predicted_gain) + ")";
-    }
-    Event(job, false, "Rebalanced", "Rebalance", note);
-  }
-  auto next_write = WriteStatus(job, status);
+  if (Status acted = ActOnPods(job, spec, *world, decision); !acted.ok()) return acted.error();
+  for (const EventNote& event : decision.status_events) writer_.Event(job, event);
+  auto next_write = status_.Write(job, decision.status);
   if (!next_write.ok()) return next_write.error();
-  if (observer_.updated)
-    observer_.updated(spec.ns, spec.name, new_phase, training, state.failures.size());
+  if (observer_.updated) {
+    observer_.updated(spec.ns, spec.name, decision.phase, world->training, decision.failures);
+  }
 
   ReconcileResult result;
   const auto sooner = [&](milliseconds delay) {
     result.requeue_after = result.requeue_after ? std::min(*result.requeue_after, delay) : delay;
   };
-  if (decisions.retry_after) sooner(*decisions.retry_after);
+  if (decision.workers.retry_after) sooner(*decision.workers.retry_after);
   if (*next_write) sooner(**next_write);
-  if (new_phase != "Succeeded" && new_phase != "Failed") sooner(options_.running_resync);
+  if (!Finished(decision.phase)) sooner(options_.running_resync);
   return result;
+}
+
+Status JobReconciler::ActOnPods(const nlohmann::json& job, const JobSpec& spec,
+                                const LiveWorld& world, const LiveDecision& decision) {
+  if (decision.record_failures) {
+    auto written = status_.Write(job, *decision.record_failures);
+    if (!written.ok()) return written.error();
+  }
+  for (const PodDeletion& deletion : decision.deletions) {
+    Status deleted = writer_.Delete(kube::resources::Pods(), spec.ns, deletion.removal.pod,
+                                    DeleteOptionsFor(deletion.removal));
+    if (DeleteFailed(deleted)) return deleted.error();
+    if (deletion.event) writer_.Event(job, *deletion.event);
+  }
+  if (decision.stop_trainers) {
+    // Trainers checkpoint after the current step and exit 0; their pods are removed then.
+    (void)coordinator_.SendControl(spec.CoordinatorJobName(), fulcrum::v1::Control::STOP,
+                                   "suspended: spec.suspend is true");
+  }
+  for (const PodDeletion& late : decision.stop_timed_out) {
+    (void)writer_.Delete(kube::resources::Pods(), spec.ns, late.removal.pod,
+                         DeleteOptionsFor(late.removal));
+    if (late.event) writer_.Event(job, *late.event);
+  }
+  if (decision.workers.create.empty()) return Ok();
+  return CreateWorkers(job, spec, world, decision);
+}
+
+Status JobReconciler::CreateWorkers(const nlohmann::json& job, const JobSpec& spec,
+                                    const LiveWorld& world, const LiveDecision& decision) {
+  const std::vector<WorkerPod>& pods = world.workers.pods;
+  const JobSpec placement = PlacementSpec(spec, pods, ProductsOf(pods));
+  TrainerPodOptions options;
+  options.default_image = options_.default_image;
+  options.coordinator_address = options_.coordinator_address;
+  options.coordinator_tls = !options_.coordinator_ca.empty();
+  options.keys = options_.keys;
+  options.product_speeds =
+      ProductSpeeds(inventory_.Candidates(placement.gpus_per_worker, placement.gpu_selector));
+  // Released workers' nodes, those released by this very decision included.
+  for (const ReleasedWorker& worker : ReadReleasedWorkers(decision.status)) {
+    options.excluded_nodes.push_back(worker.node);
+  }
+  // One Event names every pod this reconcile made: a job of 8 workers starts with 1 Event
+  // write instead of 8 (an Event and 7 series patches), which at 200 jobs is 1,400 requests.
+  std::vector<std::string> created;
+  const auto record_created = [&] {
+    if (!created.empty()) writer_.Event(job, CreatedWorkersEvent(created));
+  };
+  for (int index : decision.workers.create) {
+    auto pod =
+        writer_.Create(kube::resources::Pods(), spec.ns, TrainerPod(placement, index, options));
+    if (!pod.ok() && pod.error().code != ErrorCode::kAlreadyExists) {
+      record_created();
+      writer_.Event(job, FailedCreateEvent(WorkerPodName(spec, index), pod.error().ToString()));
+      return pod.error();
+    }
+    if (pod.ok()) created.push_back(WorkerPodName(spec, index));
+  }
+  record_created();
+  return Ok();
 }
 
 Result<ReconcileResult> JobReconciler::Finish(const nlohmann::json& job, const JobSpec& spec,
@@ -591,73 +418,19 @@ Result<ReconcileResult> JobReconciler::Finish(const nlohmann::json& job, const J
   if (coordinator_.HasJob(job_name)) {
     (void)coordinator_.RemoveJob(job_name);
     log::Info(kComponent, job_name, "job finished: removed from the coordinator",
-              {{"phase", StatusPhase(status)}});
+              {{"phase", std::string(ToString(StoredPhase(status)))}});
   }
-  if (!spec.ttl_seconds_after_finished) return ReconcileResult{};
-  const auto completed = ParseRfc3339(status.value("completionTime", ""));
-  if (!completed) return ReconcileResult{};
-  const auto expires = *completed + std::chrono::seconds(*spec.ttl_seconds_after_finished);
-  const auto now = SystemClock::now();
-  if (now < expires) {
-    return ReconcileResult{std::chrono::duration_cast<milliseconds>(expires - now) +
-                           milliseconds(500)};
-  }
-  Event(job, false, "Expired", "Delete",
-        "deleting the job: spec.ttlSecondsAfterFinished (" +
-            std::to_string(*spec.ttl_seconds_after_finished) + " s) has passed since it finished");
+  const TtlDecision ttl = DecideTtl(spec, status.value("completionTime", ""), SystemClock::now());
+  if (!ttl.delete_now) return ReconcileResult{ttl.check_after};
+  writer_.Event(job, ExpiredEvent(*spec.ttl_seconds_after_finished));
   kube::DeleteOptions options;
   options.propagation = kube::PropagationPolicy::kBackground;
   options.precondition_uid = spec.uid;
-  Status deleted = client_->Delete(HeteroTrainingJobs(), spec.ns, spec.name, options);
+  Status deleted = writer_.Delete(HeteroTrainingJobs(), spec.ns, spec.name, options);
   if (!deleted.ok() && deleted.error().code != ErrorCode::kNotFound) return deleted.error();
   log::Info(kComponent, job_name, "deleted after spec.ttlSecondsAfterFinished",
             {{"ttl_seconds", *spec.ttl_seconds_after_finished}});
   return ReconcileResult{};
-}
-
-nlohmann::json JobReconciler::CurrentStatus(const nlohmann::json& job) {
-  nlohmann::json stored = job.value("status", nlohmann::json::object());
-  std::lock_guard lock(written_mutex_);
-  const auto written = written_.find(job["metadata"].value("uid", ""));
-  if (written != written_.end() && written->second.resource_version > VersionNumber(job)) {
-    return written->second.status;
-  }
-  return stored;
-}
-
-Result<std::optional<milliseconds>> JobReconciler::WriteStatus(const nlohmann::json& job,
-                                                               const nlohmann::json& status) {
-  const nlohmann::json current = CurrentStatus(job);
-  if (status == current) return std::optional<milliseconds>{};
-  const std::string uid = job["metadata"].value("uid", "");
-  const auto now = std::chrono::steady_clock::now();
-  if (!StatusDiffersBeyondProgress(status, current)) {
-    std::lock_guard lock(written_mutex_);
-    const auto written = written_.find(uid);
-    if (written != written_.end() && now - written->second.at < options_.status_min_interval) {
-      return std::optional<milliseconds>{std::chrono::duration_cast<milliseconds>(
-          options_.status_min_interval - (now - written->second.at))};
-    }
-  }
-  // A merge patch of the whole status: no resourceVersion to go stale while the cache lags.
-  auto patched = client_->Patch(HeteroTrainingJobs(), job["metadata"].value("namespace", ""),
-                                job["metadata"].value("name", ""), kube::PatchType::kMerge,
-                                {{"status", status}}, kube::StatusPatchOptions());
-  if (!patched.ok()) return patched.error();
-  std::lock_guard lock(written_mutex_);
-  written_[uid] = {VersionNumber(*patched), patched->value("status", status), now};
-  return std::optional<milliseconds>{};
-}
-
-void JobReconciler::Event(const nlohmann::json& regarding, bool warning, const std::string& reason,
-                          const std::string& action, const std::string& note) {
-  log::Info(
-      kComponent,
-      regarding["metadata"].value("namespace", "") + "/" + regarding["metadata"].value("name", ""),
-      note, {{"reason", reason}});
-  if (events_ == nullptr) return;
-  events_->Record(regarding, warning ? kube::EventType::kWarning : kube::EventType::kNormal, reason,
-                  action, note);
 }
 
 }  // namespace fulcrum::controller

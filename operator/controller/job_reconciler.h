@@ -1,9 +1,9 @@
-// The HeteroTrainingJob reconciler: key in ("namespace/name"), result out. It reads the world
-// from the informers' caches and the hosted coordinator, decides with pure functions
-// (job_spec, job_objects, worker_plan, job_status) and acts through the API: the token
-// Secret, the headless Service, the trainer Pods, the coordinator registration, status
-// (rate-limited) and Events. Level-triggered and idempotent: running it twice changes
-// nothing (docs/operator.md, "The reconcile loop").
+// The HeteroTrainingJob reconciler: key in ("namespace/name"), result out. Each pass observes
+// (the informers' caches, the node inventory, the coordinator's view of the training), decides
+// with pure functions (live_decision, worker_plan, placement, job_lifecycle, job_status) and
+// acts through two small interfaces: JobWriter (the token Secret, Service, NetworkPolicy, trainer
+// Pods, status and Events) and the coordinator's JobRegistry. Level-triggered and idempotent:
+// running it twice on an unchanged world writes nothing (docs/operator.md, "The reconcile loop").
 #pragma once
 
 #include <chrono>
@@ -18,22 +18,21 @@
 #include "common/result.h"
 #include "operator/controller/job_objects.h"
 #include "operator/controller/job_spec.h"
+#include "operator/controller/job_writer.h"
+#include "operator/controller/live_decision.h"
 #include "operator/controller/node_inventory.h"
 #include "operator/controller/pod_gpu_usage.h"
+#include "operator/controller/status_writer.h"
 #include "operator/controller/worker_plan.h"
-#include "operator/coordinator/coordinator_service.h"
+#include "operator/coordinator/job_registry.h"
 #include "operator/kube/cache/decoded_objects.h"
 #include "operator/kube/cache/store.h"
-#include "operator/kube/client/api_client.h"
-#include "operator/kube/events/event_recorder.h"
 
 namespace fulcrum::controller {
 
 inline constexpr const char* kFinalizer = "fulcrum.dev/coordinator";
 inline constexpr const char* kManagedByLabel = "app.kubernetes.io/managed-by";
 inline constexpr const char* kManagedByValue = "fulcrum-operator";
-
-kube::ResourceType HeteroTrainingJobs();
 
 // The caches the reconciler reads; the informers behind them are the operator's.
 struct ReconcilerCaches {
@@ -66,7 +65,7 @@ struct ReconcilerOptions {
 // What the metrics see of each job as it is reconciled.
 struct JobObserver {
   // `worker_failures`: the entries of status.workerFailures so far.
-  std::function<void(const std::string& ns, const std::string& name, const std::string& phase,
+  std::function<void(const std::string& ns, const std::string& name, JobPhase phase,
                      const coordinator::JobSessionSnapshot& training, std::size_t worker_failures)>
       updated;
   std::function<void(const std::string& ns, const std::string& name)> removed;
@@ -78,22 +77,31 @@ struct ReconcileResult {
 
 class JobReconciler {
  public:
-  JobReconciler(std::shared_ptr<kube::ApiClient> client, ReconcilerCaches caches,
-                const NodeInventory& inventory, coordinator::CoordinatorService& coordinator,
-                kube::EventRecorder* events, ReconcilerOptions options, JobObserver observer = {});
+  JobReconciler(JobWriter& writer, ReconcilerCaches caches, const NodeInventory& inventory,
+                coordinator::JobRegistry& coordinator, ReconcilerOptions options,
+                JobObserver observer = {});
 
   Result<ReconcileResult> Reconcile(const std::string& key);
 
  private:
-  struct Written {
-    int64_t resource_version = 0;
-    nlohmann::json status;
-    std::chrono::steady_clock::time_point at;
-  };
+  Result<ReconcileResult> ReconcileInvalid(const nlohmann::json& job, const Error& invalid);
   Result<ReconcileResult> ReconcileLive(const nlohmann::json& job, const JobSpec& spec);
   Result<ReconcileResult> Finish(const nlohmann::json& job, const JobSpec& spec,
                                  const nlohmann::json& status);
   Status Delete(const nlohmann::json& job, const JobSpec& spec);
+
+  // Observe: what a live job needs before its pods (token Secret, Service, NetworkPolicy, its
+  // session in the coordinator, edits applied), then where its training stands.
+  Result<coordinator::JobSessionSnapshot> EnsureRegistered(const JobSpec& spec);
+  // The job's pods and their nodes, the stored status and the training.
+  Result<LiveWorld> Observe(const nlohmann::json& job, const JobSpec& spec,
+                            coordinator::JobSessionSnapshot training);
+  // Act: the pods decided on (deleted, stopped, created) and their Events.
+  Status ActOnPods(const nlohmann::json& job, const JobSpec& spec, const LiveWorld& world,
+                   const LiveDecision& decision);
+  Status CreateWorkers(const nlohmann::json& job, const JobSpec& spec, const LiveWorld& world,
+                       const LiveDecision& decision);
+
   // The job's worker-pod memo (made on first use; shared, so the lock is not held while decoding)
   // and its removal once the job is gone or finished.
   std::shared_ptr<kube::DecodedObjects<WorkerPod>> WorkerPodsOf(const std::string& job_key);
@@ -105,35 +113,23 @@ class JobReconciler {
   Status EnsureCreated(const kube::Store& cache, const kube::ResourceType& type,
                        const JobSpec& spec, const std::string& name,
                        const std::function<nlohmann::json()>& make);
-  // Worker slots for this job on nodes it may use (not `excluded`), left by every trainer pod.
-  int FreeSlots(const JobSpec& spec, const std::vector<WorkerPod>& own_pods,
-                const std::set<std::string>& excluded) const;
-  TrainerPodOptions PodOptions(const JobSpec& spec) const;
-  // The spec new pods are placed by: gpuSelector plus the products whose
-  // maxWorkersPerProduct the job's placed workers already reach.
-  JobSpec PlacementSpec(const JobSpec& spec, const std::vector<WorkerPod>& own_pods) const;
-  // The stored status, or the one this reconciler wrote last if the cache has not caught up.
-  nlohmann::json CurrentStatus(const nlohmann::json& job);
-  // Writes `status` if it differs from the stored one in a way users notice, or differs at
-  // all and the last write is status_min_interval old. Returns when to look again.
-  Result<std::optional<std::chrono::milliseconds>> WriteStatus(const nlohmann::json& job,
-                                                               const nlohmann::json& status);
-  void Event(const nlohmann::json& regarding, bool warning, const std::string& reason,
-             const std::string& action, const std::string& note);
+  // The GPU product of each node `pods` are on, from the inventory.
+  std::map<std::string, std::string> ProductsOf(const std::vector<WorkerPod>& pods) const;
+  // Worker slots left for the job on nodes it may use (placement.h), from the inventory and
+  // every trainer pod's GPUs.
+  int CountFreeSlots(const JobSpec& spec, const LiveWorld& world) const;
 
-  std::shared_ptr<kube::ApiClient> client_;
+  JobWriter& writer_;
   ReconcilerCaches caches_;
   const NodeInventory& inventory_;
-  coordinator::CoordinatorService& coordinator_;
-  kube::EventRecorder* events_;
+  coordinator::JobRegistry& coordinator_;
   ReconcilerOptions options_;
   JobObserver observer_;
+  StatusWriter status_;
 
-  std::mutex written_mutex_;
-  std::map<std::string, Written> written_;  // by job uid
-  // Every trainer pod's node and GPUs, decoded once per version (FreeSlots runs every
-  // reconcile and sums over all of them).
-  mutable PodGpuUsage pod_gpu_usage_;  // a cache: FreeSlots is const
+  // Every trainer pod's node and GPUs, decoded once per version (free slots are counted over
+  // all of them).
+  mutable PodGpuUsage pod_gpu_usage_;  // a cache: CountFreeSlots is const
   // Each job's worker pods as the reconcile reads them, decoded once per pod version, by job key
   // (ns/name); a job's entry goes when the job does.
   std::mutex worker_pods_mutex_;

@@ -72,7 +72,7 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
   std::vector<const WorkerPod*> active;
   for (const WorkerPod& pod : world.pods) {
     if (pod.terminating) continue;
-    if (pod.phase == "Succeeded") {
+    if (pod.phase == PodPhase::kSucceeded) {
       // Trainers exit 0 when training is done, and on the STOP that suspends the job.
       if (spec.suspend || world.was_suspended) {
         decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kFinished});
@@ -89,7 +89,7 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
                                   /*force=*/health->second == NodeHealth::kGone});
       continue;
     }
-    if (pod.phase == "Failed") {
+    if (pod.phase == PodPhase::kFailed) {
       if (!Recorded(world.failures, pod.uid)) {
         decisions.new_failures.push_back(
             {pod.name, pod.uid, pod.failure_reason.empty() ? "Failed" : pod.failure_reason,
@@ -103,7 +103,7 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
   // A trainer that refused its input or diverged would do so again: fail the job now, with the
   // trainer's own words, instead of replacing the pod until backoffLimit.
   for (const WorkerPod& pod : world.pods) {
-    if (pod.phase != "Failed") continue;
+    if (pod.phase != PodPhase::kFailed) continue;
     if (pod.exit_code == kTrainerInvalidInputExitCode) {
       decisions.failed_reason = "InvalidInput";
       decisions.failed_message = "worker " + pod.name +
@@ -140,7 +140,7 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
     // Running trainers stop themselves after a checkpoint (the reconciler's STOP); the rest
     // have nothing to save.
     std::erase_if(active, [&](const WorkerPod* pod) {
-      if (pod->phase == "Running") return false;
+      if (pod->phase == PodPhase::kRunning) return false;
       decisions.remove.push_back({pod->name, pod->uid, RemovalReason::kFinished});
       return true;
     });

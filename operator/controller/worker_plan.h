@@ -13,6 +13,7 @@
 
 #include "operator/controller/job_spec.h"
 #include "operator/controller/job_status.h"
+#include "operator/controller/phases.h"
 
 namespace fulcrum::controller {
 
@@ -20,8 +21,8 @@ namespace fulcrum::controller {
 struct WorkerPod {
   std::string name;
   std::string uid;
-  int index = -1;              // the fulcrum.dev/worker label
-  std::string phase;           // Pending, Running, Succeeded, Failed, Unknown
+  int index = -1;  // the fulcrum.dev/worker label
+  PodPhase phase = PodPhase::kPending;
   std::string node;            // spec.nodeName; empty while unscheduled
   bool terminating = false;    // metadata.deletionTimestamp is set
   std::string failure_reason;  // for a Failed pod: the container's or pod's reason

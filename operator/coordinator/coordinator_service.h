@@ -18,6 +18,7 @@
 
 #include "common/result.h"
 #include "fulcrum/v1/coordinator.grpc.pb.h"
+#include "operator/coordinator/job_registry.h"
 #include "operator/coordinator/job_session.h"
 #include "operator/coordinator/job_session_config.h"
 #include "operator/coordinator/job_session_snapshot.h"
@@ -54,7 +55,8 @@ struct StepCompletion {
 // writer thread each cost 6,400 threads and half a gigabyte at 3,200 trainers,
 // docs/benchmarks.md). Each job has a lock of its own, so one job's plan decision never
 // holds up another's trainers; a lock over the job table is held only to look a job up.
-class CoordinatorService final : public fulcrum::v1::Coordinator::CallbackService {
+class CoordinatorService final : public fulcrum::v1::Coordinator::CallbackService,
+                                 public JobRegistry {
  public:
   explicit CoordinatorService(CoordinatorLimits limits = {});
   ~CoordinatorService() override;
@@ -64,16 +66,16 @@ class CoordinatorService final : public fulcrum::v1::Coordinator::CallbackServic
   // Registers a job; for a known one, applies the configuration in place
   // (JobSession::Reconfigure: members stay, nobody restarts). Only a job that has not started
   // may change its token, and is then started over.
-  Status AddJob(JobSessionConfig config);
-  bool HasJob(const std::string& name) const;
+  Status AddJob(JobSessionConfig config) override;
+  bool HasJob(const std::string& name) const override;
   // For a trainer whose Hello names no GPU product (or "cpu"): the product of its node, ""
   // when unknown. The operator answers from its node inventory.
   void SetNodeProductLookup(std::function<std::string(const std::string& node)> lookup);
-  Status RemoveJob(const std::string& name);
+  Status RemoveJob(const std::string& name) override;
   Status SendControl(const std::string& job, fulcrum::v1::Control::Action action,
-                     const std::string& reason);
+                     const std::string& reason) override;
   std::vector<JobSessionSnapshot> Snapshot() const;
-  std::optional<JobSessionSnapshot> SnapshotOf(const std::string& name) const;
+  std::optional<JobSessionSnapshot> SnapshotOf(const std::string& name) const override;
   // Called on a gRPC thread for every completed step (a metric, a benchmark); it must be
   // quick and must not call back into the service. Set it before the server starts.
   void SetStepObserver(std::function<void(const StepCompletion&)> observer);

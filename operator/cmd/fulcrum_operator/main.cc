@@ -131,9 +131,10 @@ int main(int argc, char** argv) {
   options.reconciler.running_resync = config->status_min_interval;
   controller::JobObserver job_observer{
       .updated =
-          [&metrics](const std::string& ns, const std::string& name, const std::string& phase,
+          [&metrics](const std::string& ns, const std::string& name, controller::JobPhase phase,
                      const coordinator::JobSessionSnapshot& training, std::size_t worker_failures) {
-            metrics.UpdateJob(ns, name, training, {phase, worker_failures});
+            metrics.UpdateJob(ns, name, training,
+                              {std::string(controller::ToString(phase)), worker_failures});
           },
       .removed = [&metrics](const std::string& ns,
                             const std::string& name) { metrics.RemoveJob(ns, name); },

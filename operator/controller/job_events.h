@@ -1,0 +1,42 @@
+// The wording of every Event the job reconciler records, in one place: what a user reads in
+// `kubectl describe htj` and `kubectl get events` (docs/operator.md lists the reasons). Pure:
+// facts in, an Event's reason, action and note out.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fulcrum::controller {
+
+struct EventNote {
+  bool warning = false;
+  std::string reason;  // CamelCase, stable: alerts and tests match on it
+  std::string action;  // what the operator did about it
+  std::string note;    // for people
+  bool operator==(const EventNote&) const = default;
+};
+
+// "12.5%": a fraction as a percentage with one decimal.
+std::string Percent(double fraction);
+
+EventNote InvalidSpecEvent(const std::string& message);
+EventNote WorkerFailedEvent(const std::string& pod, std::size_t failures, int backoff_limit);
+EventNote WorkerLostEvent(const std::string& pod);
+EventNote ScaledDownEvent(const std::string& pod, int max_replicas);
+EventNote WorkerReleasedEvent(const std::string& pod, const std::string& node,
+                              const std::string& gpu_product, double predicted_gain);
+EventNote StopTimedOutEvent(const std::string& pod, int grace_seconds);
+// One Event for every pod one reconcile created.
+EventNote CreatedWorkersEvent(const std::vector<std::string>& pods);
+EventNote FailedCreateEvent(const std::string& pod, const std::string& error);
+EventNote StartedEvent(int ready_workers);
+EventNote SuspendedEvent();
+EventNote SucceededEvent(int64_t steps);
+EventNote FailedEvent(const std::string& reason, const std::string& message);
+EventNote DataBoundEvent(const std::string& message);
+EventNote RebalancedEvent(int64_t apply_at_step, const std::string& reason, double predicted_gain);
+EventNote ExpiredEvent(int64_t ttl_seconds);
+
+}  // namespace fulcrum::controller

@@ -1,0 +1,425 @@
+// The reconciler against filled informer caches, a recording JobWriter and a fake coordinator
+// registry, the way controller-runtime tests a reconciler with its fake client: each case sets
+// up a world, reconciles once and checks the writes it made (and that an unchanged world gets
+// none).
+#include "operator/controller/job_reconciler.h"
+
+#include <absl/strings/escaping.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "operator/controller/job_status.h"
+#include "operator/kube/cache/cached_object.h"
+
+namespace fulcrum::controller {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::UnorderedElementsAre;
+using SystemClock = std::chrono::system_clock;
+
+struct Write {
+  std::string verb;  // create, patch, patch-status, delete
+  std::string resource;
+  std::string name;
+  nlohmann::json body;
+  kube::DeleteOptions delete_options{};
+};
+
+// Records every write and answers as the API server would (a uid and a new resourceVersion).
+class RecordingWriter final : public JobWriter {
+ public:
+  Result<nlohmann::json> Create(const kube::ResourceType& type, const std::string&,
+                                const nlohmann::json& object) override {
+    nlohmann::json stored = object;
+    const std::string name = object["metadata"].value("name", "");
+    stored["metadata"]["uid"] = "uid-" + name;
+    stored["metadata"]["resourceVersion"] = std::to_string(++version);
+    if (stored.contains("stringData")) {  // the API server stores a Secret's stringData as data
+      for (auto& [key, value] : stored["stringData"].items()) {
+        stored["data"][key] = absl::Base64Escape(value.get<std::string>());
+      }
+      stored.erase("stringData");
+    }
+    writes.push_back({"create", type.resource, name, stored});
+    return stored;
+  }
+  Result<nlohmann::json> Get(const kube::ResourceType& type, const std::string&,
+                             const std::string& name) override {
+    return Error{ErrorCode::kNotFound, type.resource + " " + name + " not found", ""};
+  }
+  Result<nlohmann::json> Patch(const kube::ResourceType& type, const std::string&,
+                               const std::string& name, const nlohmann::json& patch) override {
+    writes.push_back({"patch", type.resource, name, patch});
+    return nlohmann::json{{"metadata", {{"resourceVersion", std::to_string(++version)}}}};
+  }
+  Result<nlohmann::json> PatchStatus(const kube::ResourceType& type, const std::string&,
+                                     const std::string& name,
+                                     const nlohmann::json& patch) override {
+    writes.push_back({"patch-status", type.resource, name, patch});
+    return nlohmann::json{{"metadata", {{"resourceVersion", std::to_string(++version)}}},
+                          {"status", patch["status"]}};
+  }
+  Status Delete(const kube::ResourceType& type, const std::string&, const std::string& name,
+                const kube::DeleteOptions& options) override {
+    writes.push_back({"delete", type.resource, name, nullptr, options});
+    return Ok();
+  }
+  void Event(const nlohmann::json&, const EventNote& note) override { events.push_back(note); }
+
+  std::vector<Write> Of(const std::string& verb) const {
+    std::vector<Write> matching;
+    for (const Write& write : writes) {
+      if (write.verb == verb) matching.push_back(write);
+    }
+    return matching;
+  }
+  std::vector<std::string> CreatedPods() const {
+    std::vector<std::string> names;
+    for (const Write& write : Of("create")) {
+      if (write.resource == "pods") names.push_back(write.name);
+    }
+    return names;
+  }
+  // The status of the last status write.
+  nlohmann::json LastStatus() const {
+    const std::vector<Write> statuses = Of("patch-status");
+    return statuses.empty() ? nlohmann::json() : statuses.back().body["status"];
+  }
+  std::vector<std::string> EventReasons() const {
+    std::vector<std::string> reasons;
+    for (const EventNote& event : events) reasons.push_back(event.reason);
+    return reasons;
+  }
+  void Clear() {
+    writes.clear();
+    events.clear();
+  }
+
+  std::vector<Write> writes;
+  std::vector<EventNote> events;
+  int64_t version = 100;
+};
+
+class FakeRegistry final : public coordinator::JobRegistry {
+ public:
+  Status AddJob(coordinator::JobSessionConfig config) override {
+    configs[config.name] = config;
+    return Ok();
+  }
+  bool HasJob(const std::string& name) const override { return configs.contains(name); }
+  Status RemoveJob(const std::string& name) override {
+    configs.erase(name);
+    removed.push_back(name);
+    return Ok();
+  }
+  Status SendControl(const std::string& job, fulcrum::v1::Control::Action action,
+                     const std::string&) override {
+    controls.emplace_back(job, action);
+    return Ok();
+  }
+  std::optional<coordinator::JobSessionSnapshot> SnapshotOf(
+      const std::string& name) const override {
+    if (!configs.contains(name)) return std::nullopt;
+    return snapshot;
+  }
+
+  std::map<std::string, coordinator::JobSessionConfig> configs;
+  std::vector<std::string> removed;
+  std::vector<std::pair<std::string, fulcrum::v1::Control::Action>> controls;
+  coordinator::JobSessionSnapshot snapshot;
+};
+
+constexpr const char* kKey = "team-a/mixed-gpus";
+
+nlohmann::json Job() {
+  return nlohmann::json::parse(R"({
+    "apiVersion": "fulcrum.dev/v1alpha1", "kind": "HeteroTrainingJob",
+    "metadata": {"name": "mixed-gpus", "namespace": "team-a", "uid": "u-123", "generation": 1,
+                 "resourceVersion": "10", "finalizers": ["fulcrum.dev/coordinator"]},
+    "spec": {
+      "model": {"builtin": "cnn"},
+      "dataset": {"synthetic": {"samples": 50000, "seed": 1}},
+      "globalBatchSize": 96, "replicas": {"min": 2, "max": 2}, "gpusPerWorker": 1,
+      "balancing": {"policy": "optimal", "minGain": 0.05, "intervalSteps": 50},
+      "training": {"steps": 600, "optimizer": "sgd", "learningRate": 0.05, "momentum": 0.9},
+      "suspend": false, "runPolicy": {"backoffLimit": 3}}})");
+}
+
+nlohmann::json GpuNodeObject(const std::string& name) {
+  return {{"metadata",
+           {{"name", name},
+            {"labels",
+             {{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-40GB"},
+              {"nvidia.com/gpu.memory", "40960"},
+              {"nvidia.com/gpu.count", "1"}}}}},
+          {"status",
+           {{"allocatable", {{"cpu", "8"}, {"nvidia.com/gpu", "1"}}},
+            {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+}
+
+std::string Ago(std::chrono::seconds age) {
+  return Rfc3339(SystemClock::now() - age);
+}
+
+// A trainer pod of the job as the pod informer has it.
+nlohmann::json TrainerPodObject(int index, const std::string& phase, const std::string& node) {
+  const std::string name = "mixed-gpus-worker-" + std::to_string(index);
+  return {{"metadata",
+           {{"name", name},
+            {"namespace", "team-a"},
+            {"uid", "uid-" + name},
+            {"resourceVersion", "50"},
+            {"labels",
+             {{"fulcrum.dev/job", "mixed-gpus"}, {"fulcrum.dev/worker", std::to_string(index)}}},
+            {"ownerReferences",
+             {{{"apiVersion", "fulcrum.dev/v1alpha1"},
+               {"kind", "HeteroTrainingJob"},
+               {"name", "mixed-gpus"},
+               {"uid", "u-123"},
+               {"controller", true}}}}}},
+          {"spec",
+           {{"nodeName", node},
+            {"containers",
+             {{{"name", "trainer"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}},
+          {"status", {{"phase", phase}}}};
+}
+
+class JobReconcilerTest : public ::testing::Test {
+ protected:
+  JobReconcilerTest() {
+    (void)pods.AddIndex(kube::indexes::kOwnerUid, kube::indexes::ByOwnerUid());
+    inventory.Upsert(GpuNodeObject("a100-0"));
+    inventory.Upsert(GpuNodeObject("a100-1"));
+    options.stop_grace = std::chrono::seconds(60);
+  }
+
+  JobReconciler Reconciler() {
+    return JobReconciler(writer, {&jobs, &pods, &secrets, &services, &policies}, inventory,
+                         registry, options);
+  }
+  void Store(kube::Store& store, const nlohmann::json& object) {
+    store.Upsert(kube::CachedObject::FromJson(object));
+  }
+  // What the API server holds after the writes so far: created objects in their caches (a
+  // Secret's data), the job's finalizers and last status.
+  void ApplyWrites(nlohmann::json& job) {
+    for (const Write& write : writer.writes) {
+      if (write.verb == "create") {
+        const nlohmann::json& object = write.body;
+        if (write.resource == "secrets") Store(secrets, object);
+        if (write.resource == "services") Store(services, object);
+        if (write.resource == "networkpolicies") Store(policies, object);
+        if (write.resource == "pods") Store(pods, object);
+      } else if (write.verb == "patch" && write.resource == "heterotrainingjobs") {
+        job["metadata"]["finalizers"] = write.body["metadata"]["finalizers"];
+      } else if (write.verb == "patch-status") {
+        job["status"] = write.body["status"];
+      }
+    }
+    job["metadata"]["resourceVersion"] = std::to_string(writer.version);
+    Store(jobs, job);
+  }
+
+  kube::Store jobs, pods, secrets, services, policies;
+  NodeInventory inventory;
+  RecordingWriter writer;
+  FakeRegistry registry;
+  ReconcilerOptions options;
+};
+
+TEST_F(JobReconcilerTest, FirstReconcileMakesTheJobsObjectsRegistersItAndCreatesItsWorkers) {
+  Store(jobs, Job());
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  std::vector<std::string> created;
+  for (const Write& write : writer.Of("create"))
+    created.push_back(write.resource + "/" + write.name);
+  EXPECT_THAT(created, ElementsAre("secrets/mixed-gpus-token", "services/mixed-gpus-workers",
+                                   "networkpolicies/mixed-gpus-trainers",
+                                   "pods/mixed-gpus-worker-0", "pods/mixed-gpus-worker-1"));
+  EXPECT_TRUE(registry.HasJob(kKey));
+  EXPECT_EQ(registry.configs[kKey].global_batch, 96);
+  EXPECT_EQ(writer.LastStatus()["phase"], "Pending");
+  EXPECT_THAT(writer.EventReasons(), ElementsAre("CreatedWorker"));
+}
+
+TEST_F(JobReconcilerTest, TheJobTokenIs32RandomBytesAndDiffersBetweenJobs) {
+  Store(jobs, Job());
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  nlohmann::json other = Job();
+  other["metadata"]["name"] = "other";
+  other["metadata"]["uid"] = "u-456";
+  Store(jobs, other);
+  ASSERT_TRUE(Reconciler().Reconcile("team-a/other").ok());
+  std::vector<std::string> tokens;
+  for (const Write& write : writer.Of("create")) {
+    std::string token;
+    if (write.resource != "secrets") continue;
+    ASSERT_TRUE(absl::Base64Unescape(write.body["data"]["token"].get<std::string>(), &token));
+    tokens.push_back(token);
+  }
+  ASSERT_EQ(tokens.size(), 2u);
+  EXPECT_EQ(tokens[0].size(), 64u);  // hex
+  EXPECT_NE(tokens[0], tokens[1]);
+}
+
+TEST_F(JobReconcilerTest, ASecondReconcileOfAnUnchangedWorldWritesNothing) {
+  nlohmann::json job = Job();
+  job["metadata"].erase("finalizers");
+  Store(jobs, job);
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  ASSERT_FALSE(writer.writes.empty());
+  ApplyWrites(job);
+  writer.Clear();
+  JobReconciler again = Reconciler();
+  ASSERT_TRUE(again.Reconcile(kKey).ok());
+  EXPECT_THAT(writer.writes, IsEmpty());
+  EXPECT_THAT(writer.events, IsEmpty());
+}
+
+TEST_F(JobReconcilerTest, AJobWithoutTheFinalizerGetsItBeforeAnythingElse) {
+  nlohmann::json job = Job();
+  job["metadata"].erase("finalizers");
+  Store(jobs, job);
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  ASSERT_FALSE(writer.writes.empty());
+  const Write& first = writer.writes.front();
+  EXPECT_EQ(first.verb, "patch");
+  EXPECT_EQ(first.body["metadata"]["finalizers"], nlohmann::json::array({kFinalizer}));
+  // Conditional: a finalizer another controller added meanwhile is not lost.
+  EXPECT_EQ(first.body["metadata"]["resourceVersion"], "10");
+}
+
+TEST_F(JobReconcilerTest, ADeletedJobLeavesTheCoordinatorAndReleasesItsFinalizer) {
+  nlohmann::json job = Job();
+  job["metadata"]["deletionTimestamp"] = Ago(std::chrono::seconds(1));
+  Store(jobs, job);
+  registry.configs[kKey] = {};
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  EXPECT_THAT(registry.removed, ElementsAre(kKey));
+  ASSERT_EQ(writer.writes.size(), 1u);
+  EXPECT_EQ(writer.writes[0].verb, "patch");
+  EXPECT_EQ(writer.writes[0].body["metadata"]["finalizers"], nlohmann::json::array());
+}
+
+TEST_F(JobReconcilerTest, AJobPastItsActiveDeadlineFailsAndItsPodsAreDeleted) {
+  nlohmann::json job = Job();
+  job["spec"]["runPolicy"]["activeDeadlineSeconds"] = 60;
+  job["status"] = {{"phase", "Running"}, {"startTime", Ago(std::chrono::seconds(120))}};
+  Store(jobs, job);
+  Store(pods, TrainerPodObject(0, "Running", "a100-0"));
+  Store(pods, TrainerPodObject(1, "Running", "a100-1"));
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  std::vector<std::string> deleted;
+  for (const Write& write : writer.Of("delete")) deleted.push_back(write.name);
+  EXPECT_THAT(deleted, UnorderedElementsAre("mixed-gpus-worker-0", "mixed-gpus-worker-1"));
+  EXPECT_THAT(writer.CreatedPods(), IsEmpty());
+  const nlohmann::json status = writer.LastStatus();
+  EXPECT_EQ(status["phase"], "Failed");
+  EXPECT_TRUE(status.contains("completionTime"));
+  EXPECT_THAT(writer.EventReasons(), ElementsAre("DeadlineExceeded"));
+  EXPECT_THAT(writer.events[0].note, HasSubstr("spec.activeDeadlineSeconds (60 s)"));
+}
+
+TEST_F(JobReconcilerTest, AJobWithinItsActiveDeadlineKeepsRunning) {
+  nlohmann::json job = Job();
+  job["spec"]["runPolicy"]["activeDeadlineSeconds"] = 600;
+  job["status"] = {{"phase", "Running"}, {"startTime", Ago(std::chrono::seconds(120))}};
+  Store(jobs, job);
+  Store(pods, TrainerPodObject(0, "Running", "a100-0"));
+  Store(pods, TrainerPodObject(1, "Running", "a100-1"));
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  EXPECT_THAT(writer.Of("delete"), IsEmpty());
+  EXPECT_NE(writer.LastStatus().value("phase", ""), "Failed");
+}
+
+TEST_F(JobReconcilerTest, AFinishedJobIsDeletedOnceItsTtlHasPassedAndNotBefore) {
+  nlohmann::json job = Job();
+  job["spec"]["runPolicy"]["ttlSecondsAfterFinished"] = 300;
+  job["status"] = {{"phase", "Succeeded"}, {"completionTime", Ago(std::chrono::seconds(100))}};
+  Store(jobs, job);
+  registry.configs[kKey] = {};
+  Result<ReconcileResult> early = Reconciler().Reconcile(kKey);
+  ASSERT_TRUE(early.ok());
+  EXPECT_THAT(writer.Of("delete"), IsEmpty());
+  ASSERT_TRUE(early->requeue_after.has_value());
+  EXPECT_GT(*early->requeue_after, std::chrono::seconds(190));
+  EXPECT_LE(*early->requeue_after, std::chrono::seconds(201));
+  EXPECT_THAT(registry.removed, ElementsAre(kKey));  // a finished job leaves the coordinator
+
+  job["status"]["completionTime"] = Ago(std::chrono::seconds(301));
+  Store(jobs, job);
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  ASSERT_EQ(writer.Of("delete").size(), 1u);
+  const Write deleted = writer.Of("delete")[0];
+  EXPECT_EQ(deleted.resource, "heterotrainingjobs");
+  EXPECT_EQ(deleted.delete_options.precondition_uid, "u-123");
+  EXPECT_EQ(deleted.delete_options.propagation, kube::PropagationPolicy::kBackground);
+  EXPECT_THAT(writer.EventReasons(), ElementsAre("Expired"));
+}
+
+TEST_F(JobReconcilerTest, AnInvalidSpecFailsTheJobOnceWithAnInvalidSpecEvent) {
+  nlohmann::json job = Job();
+  job["spec"]["globalBatchSize"] = -1;
+  Store(jobs, job);
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  const nlohmann::json status = writer.LastStatus();
+  EXPECT_EQ(status["phase"], "Failed");
+  EXPECT_THAT(writer.EventReasons(), ElementsAre("InvalidSpec"));
+  EXPECT_THAT(writer.events[0].note, HasSubstr("spec.globalBatchSize"));
+  EXPECT_THAT(writer.Of("create"), IsEmpty());  // not even the token Secret
+  EXPECT_FALSE(registry.HasJob(kKey));
+
+  ApplyWrites(job);
+  writer.Clear();
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  EXPECT_THAT(writer.writes, IsEmpty());
+  EXPECT_THAT(writer.events, IsEmpty());
+}
+
+nlohmann::json SuspendedStatus(std::chrono::seconds since) {
+  return {{"phase", "Suspended"},
+          {"startTime", Ago(std::chrono::seconds(600))},
+          {"conditions",
+           {{{"type", "Suspended"},
+             {"status", "True"},
+             {"reason", "SuspendedByUser"},
+             {"lastTransitionTime", Ago(since)}}}}};
+}
+
+TEST_F(JobReconcilerTest, ASuspendedJobsTrainersAreToldToStopAndKeptWithinTheGrace) {
+  nlohmann::json job = Job();
+  job["spec"]["suspend"] = true;
+  job["status"] = SuspendedStatus(std::chrono::seconds(10));
+  Store(jobs, job);
+  Store(pods, TrainerPodObject(0, "Running", "a100-0"));
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  EXPECT_THAT(registry.controls, ElementsAre(std::pair<std::string, fulcrum::v1::Control::Action>(
+                                     kKey, fulcrum::v1::Control::STOP)));
+  EXPECT_THAT(writer.Of("delete"), IsEmpty());
+  EXPECT_THAT(writer.EventReasons(), Not(Contains("StopTimedOut")));
+}
+
+TEST_F(JobReconcilerTest, ASuspendedJobsTrainerThatOutlivesTheStopGraceIsDeletedStopTimedOut) {
+  nlohmann::json job = Job();
+  job["spec"]["suspend"] = true;
+  job["status"] = SuspendedStatus(std::chrono::seconds(120));
+  Store(jobs, job);
+  Store(pods, TrainerPodObject(0, "Running", "a100-0"));
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  ASSERT_EQ(writer.Of("delete").size(), 1u);
+  EXPECT_EQ(writer.Of("delete")[0].name, "mixed-gpus-worker-0");
+  EXPECT_EQ(writer.Of("delete")[0].delete_options.precondition_uid, "uid-mixed-gpus-worker-0");
+  EXPECT_THAT(writer.events, Contains(Field(&EventNote::reason, "StopTimedOut")));
+  EXPECT_THAT(writer.CreatedPods(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace fulcrum::controller
