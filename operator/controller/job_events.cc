@@ -88,6 +88,15 @@ EventNote RebalancedEvent(int64_t apply_at_step, const std::string& reason, doub
   return {false, "Rebalanced", "Rebalance", note};
 }
 
+EventNote MembershipChangedEvent(int64_t generation, int64_t step, const std::string& reason,
+                                 const std::vector<int>& batches) {
+  return {false, "MembershipChanged", "Rebalance",
+          "step " + std::to_string(step) + ": membership generation " + std::to_string(generation) +
+              " (" + reason + "): " + std::to_string(batches.size()) +
+              (batches.size() == 1 ? " worker" : " workers") + ", local batches " +
+              absl::StrJoin(batches, "/")};
+}
+
 EventNote ExpiredEvent(int64_t ttl_seconds) {
   return {false, "Expired", "Delete",
           "deleting the job: spec.ttlSecondsAfterFinished (" + std::to_string(ttl_seconds) +

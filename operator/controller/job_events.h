@@ -37,6 +37,10 @@ EventNote SucceededEvent(int64_t steps);
 EventNote FailedEvent(const std::string& reason, const std::string& message);
 EventNote DataBoundEvent(const std::string& message);
 EventNote RebalancedEvent(int64_t apply_at_step, const std::string& reason, double predicted_gain);
+// A new membership generation (workers joined, left or were lost) and its plan, as one Event:
+// `batches` by rank, applied from `step`.
+EventNote MembershipChangedEvent(int64_t generation, int64_t step, const std::string& reason,
+                                 const std::vector<int>& batches);
 EventNote ExpiredEvent(int64_t ttl_seconds);
 
 }  // namespace fulcrum::controller

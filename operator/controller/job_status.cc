@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <optional>
 
 namespace fulcrum::controller {
 namespace {
@@ -45,6 +47,8 @@ struct DataBound {
 nlohmann::json WithoutProgress(nlohmann::json status) {
   status.erase("step");
   status.erase("throughput");
+  status.erase("summary");
+  status.erase("trainingLoss");
   for (nlohmann::json& worker : status["workers"]) {
     worker.erase("samplesPerSecond");
     worker.erase("stepSeconds");
@@ -53,6 +57,43 @@ nlohmann::json WithoutProgress(nlohmann::json status) {
   }
   for (nlohmann::json& condition : status["conditions"]) condition.erase("message");
   return status;
+}
+
+std::string Formatted(const char* format, double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, format, value);
+  return text;
+}
+
+// What `kubectl get htj` prints: the figures of `status` as people read them (the printer
+// columns of a custom resource print a number as JSON has it: 960.3433732525883). Only what
+// the status has: no throughput before the first steps, no accuracy before an evaluation.
+nlohmann::json Summary(const nlohmann::json& status) {
+  nlohmann::json summary = nlohmann::json::object();
+  const nlohmann::json throughput = status.value("throughput", nlohmann::json::object());
+  const auto figure = [&](const char* key) -> std::optional<double> {
+    const auto found = throughput.find(key);
+    if (found == throughput.end() || !found->is_number()) return std::nullopt;
+    const double value = found->get<double>();
+    return std::isfinite(value) && value > 0 ? std::optional<double>(value) : std::nullopt;
+  };
+  if (const auto rate = figure("samplesPerSecond")) {
+    summary["samplesPerSecond"] = Formatted("%.0f", *rate);
+  }
+  if (const auto ideal = figure("idealSamplesPerSecond")) {
+    summary["idealSamplesPerSecond"] = Formatted("%.0f", *ideal);
+  }
+  if (const auto efficiency = figure("efficiency")) {
+    summary["efficiency"] = Formatted("%.0f%%", 100.0 * *efficiency);
+  }
+  if (status.contains("trainingLoss") && status["trainingLoss"].is_number()) {
+    summary["loss"] = Formatted("%.4g", status["trainingLoss"].get<double>());
+  }
+  const nlohmann::json evaluation = status.value("lastEvaluation", nlohmann::json::object());
+  if (evaluation.contains("accuracy") && evaluation["accuracy"].is_number()) {
+    summary["accuracy"] = Formatted("%.1f%%", 100.0 * evaluation["accuracy"].get<double>());
+  }
+  return summary;
 }
 
 // The worker that waits for its data the largest share of its step time.
@@ -102,8 +143,22 @@ nlohmann::json BuildJobStatus(const JobState& state,
                        {"dataWaitFraction", member->data_wait_fraction}});
   }
   const DataBound data_bound = MostDataBound(ranked);
-  const bool running = !state.suspended && !state.succeeded && !state.failed_reason &&
-                       ready >= state.min_workers && training.step >= 0;
+  const bool ended = state.suspended || state.succeeded || state.failed_reason;
+  const bool reestablishing = state.reestablishing && !ended && previous.is_object();
+  nlohmann::json throughput = {{"samplesPerSecond", training.measured_samples_per_second},
+                               {"idealSamplesPerSecond", training.ideal_samples_per_second},
+                               {"efficiency", training.efficiency},
+                               {"modelCalibration", training.model_calibration}};
+  int64_t membership_generation = training.membership_generation;
+  if (reestablishing) {
+    // What users saw before the restart stands: the trainers never stopped.
+    ready = previous.value("readyWorkers", ready);
+    workers = previous.value("workers", workers);
+    throughput = previous.value("throughput", throughput);
+    membership_generation = previous.value("membershipGeneration", membership_generation);
+  }
+  const bool running =
+      !ended && (reestablishing || (ready >= state.min_workers && training.step >= 0));
   std::string phase = "Pending";
   if (state.failed_reason)
     phase = "Failed";
@@ -111,6 +166,8 @@ nlohmann::json BuildJobStatus(const JobState& state,
     phase = "Succeeded";
   else if (state.suspended)
     phase = "Suspended";
+  else if (reestablishing)
+    phase = previous.value("phase", "Running");
   else if (running)
     phase = state.rebalancing ? "Rebalancing" : "Running";
 
@@ -140,6 +197,11 @@ nlohmann::json BuildJobStatus(const JobState& state,
        state.failed_message},
       {"DataBound", running && data_bound.bound,
        data_bound.bound ? "WaitingForData" : "ComputeBound", data_bound.message},
+      {"Reestablishing", reestablishing, reestablishing ? "CoordinatorRestarted" : "Current",
+       reestablishing ? "the coordinator restarted (operator restart or new leader): phase, "
+                        "workers and throughput are the last known until the trainers report "
+                        "a step"
+                      : ""},
   };
   // Steps completed never go back in status: a coordinator that restarted with the operator
   // knows nothing until the trainers report again.
@@ -147,15 +209,11 @@ nlohmann::json BuildJobStatus(const JobState& state,
       previous.is_object() ? previous.value("step", int64_t{0}) : int64_t{0};
   nlohmann::json status = {{"phase", phase},
                            {"observedGeneration", state.observed_generation},
-                           {"membershipGeneration", training.membership_generation},
+                           {"membershipGeneration", membership_generation},
                            {"readyWorkers", ready},
                            {"step", std::max<int64_t>(previous_step, training.step + 1)},
                            {"workers", workers},
-                           {"throughput",
-                            {{"samplesPerSecond", training.measured_samples_per_second},
-                             {"idealSamplesPerSecond", training.ideal_samples_per_second},
-                             {"efficiency", training.efficiency},
-                             {"modelCalibration", training.model_calibration}}},
+                           {"throughput", throughput},
                            {"conditions", nlohmann::json::array()}};
   for (const Condition& condition : conditions) {
     status["conditions"].push_back(Carry(condition, previous, state.observed_generation, now));
@@ -193,6 +251,7 @@ nlohmann::json BuildJobStatus(const JobState& state,
     status["output"] = {{"model", state.output_path + "/model.pt"},
                         {"metadata", state.output_path + "/model.json"}};
   }
+  status["summary"] = Summary(status);
   if (!state.start_time.empty()) status["startTime"] = state.start_time;
   if (!state.completion_time.empty()) status["completionTime"] = state.completion_time;
   if (!state.failures.empty()) {

@@ -51,6 +51,10 @@ struct JobState {
   std::optional<std::string> failed_reason{};  // CamelCase reason; with failed_message
   std::string failed_message{};
   bool rebalancing = false;  // a new plan is announced and not yet applied
+  // The job was training, its trainers still run, and the coordinator (restarted with the
+  // operator, or a new leader's) has not heard a step from them yet: the last known phase,
+  // workers and throughput stand until it has, under a Reestablishing condition.
+  bool reestablishing = false;
   int min_workers = 1;
   std::string start_time{};       // RFC 3339: when the first pods were created
   std::string completion_time{};  // RFC 3339: when the job Succeeded or Failed

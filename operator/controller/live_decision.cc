@@ -60,7 +60,20 @@ std::vector<EventNote> StatusEvents(const nlohmann::json& previous, const nlohma
         events.push_back(DataBoundEvent(condition.value("message", "")));
     }
   }
-  if (status.contains("lastRebalance") &&
+  // A new generation and its first plan are one decision: one Event. The generation a restarted
+  // coordinator forms while re-establishing is not news (the same workers go on).
+  const int64_t previous_generation =
+      previous.is_object() ? previous.value("membershipGeneration", int64_t{0}) : 0;
+  const bool new_generation = !state.reestablishing && !training.generation_reason.empty() &&
+                              training.membership_generation != previous_generation;
+  if (new_generation) {
+    events.push_back(MembershipChangedEvent(training.membership_generation,
+                                            training.generation_step, training.generation_reason,
+                                            training.plan));
+  }
+  const bool generation_plan =
+      new_generation && training.last_rebalance.apply_at_step == training.generation_step;
+  if (!generation_plan && status.contains("lastRebalance") &&
       (!previous.is_object() || !previous.contains("lastRebalance") ||
        previous["lastRebalance"] != status["lastRebalance"]) &&
       training.last_rebalance.apply_at_step >= 0) {
@@ -108,6 +121,11 @@ LiveDecision DecideLive(const JobSpec& spec, const LiveWorld& world,
   if (state.start_time.empty() && !chosen.create.empty()) state.start_time = now;
   state.created = !workers.pods.empty() || !chosen.create.empty();
   state.rebalancing = training.last_rebalance.apply_at_step > training.step + 1;
+  state.reestablishing =
+      Training(previous_phase) && training.step < 0 &&
+      std::any_of(workers.pods.begin(), workers.pods.end(), [](const WorkerPod& pod) {
+        return !pod.terminating && pod.phase == PodPhase::kRunning;
+      });
 
   if (!chosen.new_failures.empty()) {
     nlohmann::json recorded = previous.is_object() ? previous : nlohmann::json::object();

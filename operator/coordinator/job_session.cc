@@ -238,6 +238,7 @@ Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, 
     }
     known->hello = hello;
     known->rank = -1;
+    hello_step_ = std::max(hello_step_, hello.step());
     ScheduleForcedGeneration(*known, now, "restarted: " + hello.pod());
     return Ok();
   }
@@ -246,6 +247,7 @@ Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, 
   if (generations_formed_ == 0) {
     membership_generation_ = std::max(membership_generation_, hello.generation());
   }
+  hello_step_ = std::max(hello_step_, hello.step());
   Member member;
   member.hello = hello;
   member.peer_host = std::string(peer_host);
@@ -427,7 +429,8 @@ void JobSession::FormGeneration(Clock::time_point now, Outbox& out) {
   completed_step_in_generation_.reset();
   steps_in_generation_ = 0;
   std::string plan_reason;
-  if (Status status = DecidePlan(completed_step_ + 1, &plan_reason); !status.ok()) {
+  if (Status status = DecidePlan(std::max(completed_step_ + 1, hello_step_), &plan_reason);
+      !status.ok()) {
     // This generation is never announced: its members keep training in the last one until
     // the retry forms the next (numbered above it).
     RetryFormation(now, reason, status.error());
@@ -436,6 +439,8 @@ void JobSession::FormGeneration(Clock::time_point now, Outbox& out) {
   ++generations_formed_;
   formation_error_.clear();
   formation_failures_ = 0;
+  generation_reason_ = reason;
+  generation_step_ = last_decided_step_;
   log::Info("coordinator", config_.name, "new generation",
             {{"membership_generation", membership_generation_},
              {"members", ranks_},
@@ -848,6 +853,8 @@ JobSessionSnapshot JobSession::Snapshot() const {
   snapshot.policy = std::string(balancer::ToString(config_.policy));
   snapshot.global_batch = config_.global_batch;
   snapshot.membership_generation = membership_generation_;
+  snapshot.generation_reason = generation_reason_;
+  snapshot.generation_step = generation_step_;
   snapshot.step = completed_step_;
   snapshot.plan = batches_;
   snapshot.plan_changes = controller_.plan_changes();

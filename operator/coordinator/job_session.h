@@ -174,6 +174,12 @@ class JobSession {
   // attempts in a row failed.
   std::string formation_error_;
   int formation_failures_ = 0;
+  // The last generation that formed: why, and the step its plan applies from.
+  std::string generation_reason_;
+  int64_t generation_step_ = -1;
+  // The furthest step a joining trainer's state was at (Hello.step): the first plan of a
+  // restarted coordinator, which has heard no step yet, applies there, not at step 0.
+  int64_t hello_step_ = 0;
   EvaluationSnapshot last_evaluation_;
   bool recipe_pending_ = false;  // a live recipe edit not yet sent to the trainers
   double training_loss_ = std::numeric_limits<double>::quiet_NaN();

@@ -23,6 +23,8 @@ nlohmann::json ToJson(const JobSessionSnapshot& job) {
       {"policy", job.policy},
       {"global_batch", job.global_batch},
       {"membership_generation", job.membership_generation},
+      {"generation_reason", job.generation_reason},
+      {"generation_step", job.generation_step},
       {"step", job.step},
       {"members", members},
       {"plan", job.plan},

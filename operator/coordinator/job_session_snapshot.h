@@ -53,7 +53,11 @@ struct JobSessionSnapshot {
   std::string policy;
   int global_batch = 0;
   int64_t membership_generation = 0;  // the trainers' generation, not metadata.generation
-  int64_t step = -1;                  // last step every member reported
+  // Why this session formed its last generation ("joined: w-2", "left: w-1"; "" before one
+  // formed), and the step its plan applies from.
+  std::string generation_reason;
+  int64_t generation_step = -1;
+  int64_t step = -1;  // last step every member reported
   std::vector<MemberSnapshot> members;
   std::vector<int> plan;  // current batches by rank
   // Committed samples over the wall time between rank 0's step end times (one clock), over

@@ -17,6 +17,7 @@ namespace fulcrum::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr const char* kCrd = "crds/fulcrum.dev_heterotrainingjobs.yaml";
 
@@ -120,9 +121,23 @@ TEST_F(CrdValidation, ImmutableFieldsCannotChangeWhileLiveFieldsCan) {
   // The columns kubectl shows for the job.
   const CommandResult listed = Cluster().Kubectl("get htj elastic");
   ASSERT_EQ(listed.exit_code, 0) << listed.output;
-  for (const char* column : {"PHASE", "WORKERS", "STEP", "SAMPLES/S", "EFFICIENCY", "AGE"}) {
+  for (const char* column :
+       {"PHASE", "WORKERS", "STEP", "SAMPLES/S", "EFFICIENCY", "LOSS", "ACCURACY", "AGE"}) {
     EXPECT_THAT(listed.output, HasSubstr(column));
   }
+  // The figures print as people read them (the operator's status.summary), not as JSON floats.
+  const CommandResult patched = Cluster().Kubectl(
+      "patch htj elastic --subresource=status --type merge -p "
+      "'{\"status\":{\"phase\":\"Running\",\"throughput\":{\"samplesPerSecond\":"
+      "960.3433732525883,\"efficiency\":0.8724228085719674},\"summary\":{"
+      "\"samplesPerSecond\":\"960\",\"efficiency\":\"87%\",\"loss\":\"0.4123\"}}}'");
+  ASSERT_EQ(patched.exit_code, 0) << patched.output;
+  const CommandResult figures = Cluster().Kubectl("get htj elastic");
+  EXPECT_THAT(figures.output, HasSubstr(" 960 "));
+  EXPECT_THAT(figures.output, HasSubstr(" 87% "));
+  EXPECT_THAT(figures.output, HasSubstr(" 0.4123 "));
+  EXPECT_THAT(figures.output, Not(HasSubstr("960.34"))) << figures.output;
+  EXPECT_THAT(Cluster().Kubectl("get htj elastic -o wide").output, HasSubstr("IDEAL/S"));
   EXPECT_EQ(Cluster().Kubectl("delete htj elastic --wait=false").exit_code, 0);
 }
 

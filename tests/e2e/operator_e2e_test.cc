@@ -2,12 +2,14 @@
 // and T4 nodes (EMULATED: CPU trainers slowed 1x, 2x and 4x, tests/cluster/nodes/local-mixed.yaml),
 // real fulcrum-trainer processes, and the operator as its own process, driven with kubectl as
 // a user would. Tests run in order and share the three nodes; each deletes its job at the end.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -244,6 +246,32 @@ class OperatorE2E : public ::testing::Test {
     }
     return messages;
   }
+  // Reads the job's status until `done` holds for it or `timeout` passes, recording every read
+  // whose phase, workers or step say the job stopped training: phase not Running/Rebalancing
+  // (Succeeded ends the watch), no ready workers, no worker entries, or a step below `min_step`.
+  // Returns whether `done` held; `lapses` gets the reads that broke the rule.
+  bool WatchTraining(const std::string& job, int64_t min_step,
+                     const std::function<bool(const json&)>& done, std::chrono::seconds timeout,
+                     std::vector<std::string>& lapses) const {
+    return WaitUntil(
+        [&] {
+          const json status = Status(job);
+          if (status.empty()) return false;  // a failed read is not the job's state
+          const std::string phase = status.value("phase", "");
+          if (phase == "Succeeded") return done(status);
+          if ((phase != "Running" && phase != "Rebalancing") ||
+              status.value("readyWorkers", 0) == 0 ||
+              status.value("workers", json::array()).empty() ||
+              status.value("step", int64_t{0}) < min_step) {
+            lapses.push_back(
+                phase + " readyWorkers=" + std::to_string(status.value("readyWorkers", 0)) +
+                " workers=" + std::to_string(status.value("workers", json::array()).size()) +
+                " step=" + std::to_string(status.value("step", int64_t{0})));
+          }
+          return done(status);
+        },
+        timeout);
+  }
   std::string Describe(const std::string& job) const {
     return Kubectl("describe htj " + job).output;
   }
@@ -432,12 +460,30 @@ TEST_F(OperatorE2E, AKilledOperatorRestartsAndTheJobContinuesWithoutDuplicatePod
   const auto before = Identities();
   const int64_t step = Step("mixed-gpus");
   operator_->Kill();
-  std::this_thread::sleep_for(3s);
+  std::vector<std::string> lapses;
+  // While no operator runs nothing writes status; from its restart on, every read must still
+  // say Running with its workers: the restarted coordinator re-establishes the figures.
+  WatchTraining(
+      "mixed-gpus", step, [](const json&) { return false; }, 3s, lapses);
   operator_->Start();  // takes the lease once the old one expires (6 s)
-  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 20; }, 180s))
+  ASSERT_TRUE(WatchTraining(
+      "mixed-gpus", step,
+      [&](const json& status) { return status.value("step", int64_t{0}) > step + 20; }, 180s,
+      lapses))
       << Describe("mixed-gpus");
   EXPECT_TRUE(WaitForPhase("mixed-gpus", "Running", 60s, 3));
   EXPECT_EQ(Identities(), before) << "the same pods, none added";
+  // Then to its end: the job finishes 30 steps on, still without a lapse.
+  const int64_t end = Step("mixed-gpus") + 30;
+  ASSERT_EQ(Kubectl("patch htj mixed-gpus --type merge -p '{\"spec\":{\"training\":{\"steps\":" +
+                    std::to_string(end) + "}}}'")
+                .exit_code,
+            0);
+  EXPECT_TRUE(WatchTraining(
+      "mixed-gpus", step,
+      [](const json& status) { return status.value("phase", "") == "Succeeded"; }, 180s, lapses))
+      << Describe("mixed-gpus");
+  EXPECT_THAT(lapses, ::testing::IsEmpty()) << "status.phase stays Running across the restart";
 }
 
 TEST_F(OperatorE2E, ADeletedNodesWorkerIsRemovedTrainingGoesOnAndARegisteredNodeGrowsTheJob) {
@@ -641,9 +687,14 @@ TEST_F(OperatorE2E,
               handover);
   EXPECT_TRUE(WaitUntil([&] { return coordinator_endpoints() == "192.0.2.2"; }, 30s))
       << "the new leader points the Service at itself: " << coordinator_endpoints();
-  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") > step + 20; }, 180s))
+  std::vector<std::string> lapses;
+  ASSERT_TRUE(WatchTraining(
+      "mixed-gpus", step,
+      [&](const json& status) { return status.value("step", int64_t{0}) > step + 20; }, 180s,
+      lapses))
       << "trainers reconnected to the new leader\n"
       << Describe("mixed-gpus");
+  EXPECT_THAT(lapses, ::testing::IsEmpty()) << "status.phase stays Running across the hand-over";
   EXPECT_EQ(Identities(), before) << "the same pods: trainers were not restarted";
   EXPECT_NE(fulcrum::testing::ReadFile(standby.log_path()).find("leading:"), std::string::npos);
   operator_->Start();  // a standby again, for whatever runs next
@@ -757,11 +808,14 @@ TEST_F(OperatorE2E, TheOwnModelExampleEvaluatesAndWritesAModelThatScoresTheSameI
         EXPECT_NEAR(entry.value("to", 0.0), 0.004, 1e-15) << pod;
         change_steps.insert(entry.value("step", int64_t{-1}));
       }
-      if (entry.value("msg", "") == "finished") checksums.insert(entry.value("checksum", ""));
+      if (entry.value("msg", "") == "finished") {
+        checksums.insert(entry.value("checksum", ""));
+        changes += pod + ": " + line + "\n";
+      }
     }
   }
   EXPECT_EQ(change_steps.size(), 1u) << "ranks changed the rate at different steps:\n" << changes;
-  EXPECT_EQ(checksums.size(), 1u) << "ranks ended with different parameters";
+  EXPECT_EQ(checksums.size(), 1u) << "ranks ended with different parameters:\n" << changes;
   const json status = Status("own-model");
   ASSERT_TRUE(status.contains("lastEvaluation")) << status.dump();
   const json& evaluation = status["lastEvaluation"];

@@ -423,3 +423,144 @@ TEST_F(JobReconcilerTest, ASuspendedJobsTrainerThatOutlivesTheStopGraceIsDeleted
 
 }  // namespace
 }  // namespace fulcrum::controller
+
+namespace fulcrum::controller {
+namespace {
+
+TEST_F(JobReconcilerTest, AfterAnOperatorRestartARunningJobStaysRunningUntilTheTrainersReport) {
+  nlohmann::json job = Job();
+  job["status"] = {
+      {"phase", "Running"},
+      {"startTime", Ago(std::chrono::seconds(600))},
+      {"readyWorkers", 2},
+      {"step", 500},
+      {"workers", {{{"pod", "mixed-gpus-worker-0"}}, {{"pod", "mixed-gpus-worker-1"}}}},
+      {"throughput", {{"samplesPerSecond", 900.0}}}};
+  Store(jobs, job);
+  Store(pods, TrainerPodObject(0, "Running", "a100-0"));
+  Store(pods, TrainerPodObject(1, "Running", "a100-1"));
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());  // the registry knows nothing: a new process
+  const nlohmann::json status = writer.LastStatus();
+  EXPECT_EQ(status["phase"], "Running");
+  EXPECT_EQ(status["readyWorkers"], 2);
+  EXPECT_EQ(status["step"], 500);
+  EXPECT_EQ(status["throughput"]["samplesPerSecond"], 900.0);
+  EXPECT_TRUE(ConditionIsTrue(status, "Reestablishing"));
+  EXPECT_THAT(writer.CreatedPods(), IsEmpty());
+  EXPECT_THAT(writer.EventReasons(), Not(Contains("Started")));
+
+  // The trainers report again: the figures are the coordinator's, the condition clears.
+  ApplyWrites(job);
+  writer.Clear();
+  registry.snapshot.step = 510;
+  registry.snapshot.membership_generation = 1;
+  for (int rank = 0; rank < 2; ++rank) {
+    coordinator::MemberSnapshot member;
+    member.pod = "mixed-gpus-worker-" + std::to_string(rank);
+    member.connected = true;
+    member.rank = rank;
+    registry.snapshot.members.push_back(member);
+  }
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  EXPECT_EQ(writer.LastStatus()["phase"], "Running");
+  EXPECT_FALSE(ConditionIsTrue(writer.LastStatus(), "Reestablishing"));
+  EXPECT_THAT(writer.EventReasons(), Not(Contains("Started")));
+}
+
+TEST_F(JobReconcilerTest, AJobWhoseTrainersAreGoneIsNotHeldRunningAfterARestart) {
+  nlohmann::json job = Job();
+  job["status"] = {{"phase", "Running"}, {"readyWorkers", 2}, {"step", 500}};
+  Store(jobs, job);
+  Store(pods, TrainerPodObject(0, "Pending", ""));
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  EXPECT_EQ(writer.LastStatus()["phase"], "Pending");
+  EXPECT_FALSE(ConditionIsTrue(writer.LastStatus(), "Reestablishing"));
+}
+
+}  // namespace
+}  // namespace fulcrum::controller
+
+namespace fulcrum::controller {
+namespace {
+
+// Two workers training in generation `generation`, as the coordinator reports them.
+coordinator::JobSessionSnapshot TwoWorkers(int64_t generation, int64_t step) {
+  coordinator::JobSessionSnapshot training;
+  training.membership_generation = generation;
+  training.step = step;
+  training.plan = {64, 32};
+  for (int rank = 0; rank < 2; ++rank) {
+    coordinator::MemberSnapshot member;
+    member.pod = "mixed-gpus-worker-" + std::to_string(rank);
+    member.connected = true;
+    member.rank = rank;
+    member.local_batch = training.plan[static_cast<std::size_t>(rank)];
+    training.members.push_back(member);
+  }
+  return training;
+}
+
+class JobEventsTest : public JobReconcilerTest {
+ protected:
+  // Reconciles a running job from `before` to `after` and returns the Events it recorded.
+  std::vector<EventNote> EventsBetween(const coordinator::JobSessionSnapshot& before,
+                                       const coordinator::JobSessionSnapshot& after) {
+    nlohmann::json job = Job();
+    Store(jobs, job);
+    Store(pods, TrainerPodObject(0, "Running", "a100-0"));
+    Store(pods, TrainerPodObject(1, "Running", "a100-1"));
+    registry.snapshot = before;
+    EXPECT_TRUE(Reconciler().Reconcile(kKey).ok());
+    ApplyWrites(job);
+    writer.Clear();
+    registry.snapshot = after;
+    EXPECT_TRUE(Reconciler().Reconcile(kKey).ok());
+    return writer.events;
+  }
+};
+
+TEST_F(JobEventsTest, ANewGenerationAndItsPlanAreOneEventNamingTheRealStepAndWhy) {
+  coordinator::JobSessionSnapshot before = TwoWorkers(2, 480);
+  before.generation_reason = "joined: mixed-gpus-worker-1";
+  before.generation_step = 3;
+  before.last_rebalance = {.apply_at_step = 3,
+                           .reason = "joined: mixed-gpus-worker-1",
+                           .unix_seconds = 1.7e9,
+                           .batches = {64, 32},
+                           .predicted_gain = 0};
+  coordinator::JobSessionSnapshot after = TwoWorkers(3, 505);
+  after.generation_reason = "left: mixed-gpus-worker-2";
+  after.generation_step = 501;
+  after.last_rebalance = {.apply_at_step = 501,
+                          .reason = "first plan",
+                          .unix_seconds = 1.7e9 + 60,
+                          .batches = {64, 32},
+                          .predicted_gain = 0};
+  const std::vector<EventNote> events = EventsBetween(before, after);
+  ASSERT_EQ(events.size(), 1u) << events[0].note;
+  EXPECT_EQ(events[0].reason, "MembershipChanged");
+  EXPECT_EQ(events[0].note,
+            "step 501: membership generation 3 (left: mixed-gpus-worker-2): 2 workers, local "
+            "batches 64/32");
+}
+
+TEST_F(JobEventsTest, ASpeedRebalanceWithinAGenerationIsARebalancedEvent) {
+  coordinator::JobSessionSnapshot before = TwoWorkers(2, 480);
+  before.generation_reason = "joined: mixed-gpus-worker-1";
+  before.generation_step = 3;
+  coordinator::JobSessionSnapshot after = before;
+  after.step = 530;
+  after.plan = {80, 16};
+  after.last_rebalance = {.apply_at_step = 528,
+                          .reason = "predicted step time 0.1200 s -> 0.0950 s",
+                          .unix_seconds = 1.7e9,
+                          .batches = {80, 16},
+                          .predicted_gain = 0.2};
+  const std::vector<EventNote> events = EventsBetween(before, after);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].reason, "Rebalanced");
+  EXPECT_THAT(events[0].note, HasSubstr("step 528: predicted step time"));
+}
+
+}  // namespace
+}  // namespace fulcrum::controller

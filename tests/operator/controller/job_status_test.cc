@@ -236,3 +236,92 @@ TEST(JobStatus, ProgressAloneIsNotAChangeButABatchOrPhaseIs) {
 
 }  // namespace
 }  // namespace fulcrum::controller
+
+namespace fulcrum::controller {
+namespace {
+
+// A status as the operator wrote it while the job trained, before a restart.
+nlohmann::json TrainingStatus() {
+  JobState state;
+  state.created = true;
+  state.min_workers = 2;
+  return BuildJobStatus(state, Training(), nlohmann::json::object(), "2026-11-26T10:00:00Z");
+}
+
+TEST(BuildJobStatus, WhileReestablishingTheLastKnownPhaseWorkersAndThroughputStand) {
+  const nlohmann::json before = TrainingStatus();
+  ASSERT_EQ(before["phase"], "Running");
+  JobState state;
+  state.created = true;
+  state.min_workers = 2;
+  state.reestablishing = true;
+  // A restarted coordinator: no members, no step yet.
+  const nlohmann::json status =
+      BuildJobStatus(state, coordinator::JobSessionSnapshot{}, before, "2026-11-26T10:01:00Z");
+  EXPECT_EQ(status["phase"], "Running");
+  EXPECT_EQ(status["readyWorkers"], 2);
+  EXPECT_EQ(status["workers"], before["workers"]);
+  EXPECT_EQ(status["throughput"], before["throughput"]);
+  EXPECT_EQ(status["membershipGeneration"], 3);
+  EXPECT_EQ(status["step"], 42);
+  EXPECT_TRUE(ConditionIsTrue(status, "Reestablishing"));
+  EXPECT_TRUE(ConditionIsTrue(status, "Running"));
+}
+
+TEST(BuildJobStatus, WithoutReestablishingARestartedCoordinatorReadsAsPending) {
+  JobState state;
+  state.created = true;
+  state.min_workers = 2;
+  const nlohmann::json status = BuildJobStatus(state, coordinator::JobSessionSnapshot{},
+                                               TrainingStatus(), "2026-11-26T10:01:00Z");
+  EXPECT_EQ(status["phase"], "Pending");
+  EXPECT_FALSE(ConditionIsTrue(status, "Reestablishing"));
+}
+
+TEST(BuildJobStatus, ASuspendedJobIsNotHeldRunningByReestablishing) {
+  JobState state;
+  state.created = true;
+  state.min_workers = 2;
+  state.reestablishing = true;
+  state.suspended = true;
+  const nlohmann::json status = BuildJobStatus(state, coordinator::JobSessionSnapshot{},
+                                               TrainingStatus(), "2026-11-26T10:01:00Z");
+  EXPECT_EQ(status["phase"], "Suspended");
+  EXPECT_FALSE(ConditionIsTrue(status, "Reestablishing"));
+}
+
+}  // namespace
+}  // namespace fulcrum::controller
+
+namespace fulcrum::controller {
+namespace {
+
+TEST(BuildJobStatus, TheSummaryPrintsRatesAsIntegersAndRatiosAsPercentages) {
+  JobState state;
+  state.created = true;
+  state.min_workers = 2;
+  coordinator::JobSessionSnapshot training = Training();
+  training.measured_samples_per_second = 960.3433732525883;
+  training.ideal_samples_per_second = 1100.6;
+  training.efficiency = 0.8724228085719674;
+  training.training_loss = 0.412345;
+  training.last_evaluation.step = 40;
+  training.last_evaluation.accuracy = 0.9134;
+  const nlohmann::json status =
+      BuildJobStatus(state, training, nlohmann::json::object(), "2026-11-26T10:00:00Z");
+  EXPECT_EQ(status["summary"], nlohmann::json({{"samplesPerSecond", "960"},
+                                               {"idealSamplesPerSecond", "1101"},
+                                               {"efficiency", "87%"},
+                                               {"loss", "0.4123"},
+                                               {"accuracy", "91.3%"}}));
+}
+
+TEST(BuildJobStatus, TheSummaryHasNoFiguresBeforeTheyExist) {
+  JobState state;
+  const nlohmann::json status = BuildJobStatus(state, coordinator::JobSessionSnapshot{},
+                                               nlohmann::json::object(), "2026-11-26T10:00:00Z");
+  EXPECT_EQ(status["summary"], nlohmann::json::object());
+}
+
+}  // namespace
+}  // namespace fulcrum::controller

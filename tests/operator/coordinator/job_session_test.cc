@@ -660,6 +660,23 @@ TEST_F(JobSessionTest, AHelloFromAGenerationNeverAnnouncedIsRefusedOnceTheSessio
   EXPECT_EQ(job_->membership_generation(), 8);
 }
 
+TEST_F(JobSessionTest, ARestartedSessionsFirstPlanAppliesAtTheTrainersStepNotAtZero) {
+  // A new leader's session: the trainers are 500 steps into the job when they say Hello.
+  Outbox out;
+  for (const char* pod : {"a", "b"}) {
+    fulcrum::v1::Hello hello = HelloFrom(pod);
+    hello.set_generation(4);
+    hello.set_step(500);
+    ASSERT_TRUE(job_->Join(hello, now_, out).ok());
+  }
+  Tick(200ms);
+  const JobSessionSnapshot snapshot = job_->Snapshot();
+  ASSERT_EQ(snapshot.membership_generation, 5);
+  EXPECT_EQ(snapshot.generation_step, 500);
+  EXPECT_EQ(snapshot.last_rebalance.apply_at_step, 500);
+  EXPECT_EQ(snapshot.generation_reason, "joined: a; joined: b");
+}
+
 TEST_F(JobSessionTest, CountersNearInt64MaxAreRefusedEvenBeforeTheFirstGeneration) {
   Outbox out;
   fulcrum::v1::Hello hello = HelloFrom("a");
