@@ -102,6 +102,11 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
        }) {
     if (!status.ok()) return status.error();
   }
+  if (const nlohmann::json::json_pointer pointer("/spec/template"); job.contains(pointer)) {
+    Result<PodTemplate> pod_template = ParsePodTemplate(job.at(pointer));
+    if (!pod_template.ok()) return pod_template.error();
+    spec.pod_template = std::move(pod_template).value();
+  }
   for (const nlohmann::json& variable : env) {
     spec.env.emplace_back(variable.value("name", ""), variable.value("value", ""));
   }
