@@ -125,6 +125,14 @@ TEST(ParsePodTemplate, RefusesWhatTheOperatorOwnsNamingTheFieldAndTheFix) {
       {WithTrainer({}, {{"nodeSelector", {{"pool", 1}}}}), "spec.template.spec.nodeSelector.pool",
        "must be a string"},
   };
+  // A name in both spec.env and the template's env.
+  nlohmann::json both = JobWithTemplate(WithTrainer(
+      {{"env", {{{"name", "B"}, {"value", "1"}}, {{"name", "OMP_NUM_THREADS"}, {"value", "2"}}}}}));
+  both["spec"]["env"] = {{{"name", "OMP_NUM_THREADS"}, {"value", "1"}}};
+  const Result<JobSpec> twice = ParseJobSpec(both);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.error().field, trainer + ".env[1].name");
+  EXPECT_THAT(twice.error().message, HasSubstr("is also in spec.env: set it in one place"));
   for (const Refused& refused : cases) {
     const Result<JobSpec> spec = ParseJobSpec(JobWithTemplate(refused.pod_template));
     ASSERT_FALSE(spec.ok()) << refused.pod_template;
