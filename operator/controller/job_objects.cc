@@ -234,29 +234,30 @@ nlohmann::json TrainerPod(const JobSpec& job, int worker, const TrainerPodOption
       {"args", TrainerArgs(job, options.coordinator_tls)},
       {"env", env},
       {"ports", {{{"name", "metrics"}, {"containerPort", kTrainerMetricsPort}}}},
-      {"volumeMounts", {{{"name", "token"}, {"mountPath", kTokenMountPath}, {"readOnly", true}}}},
+      {"volumeMounts",
+       {{{"name", kTokenVolumeName}, {"mountPath", kTokenMountPath}, {"readOnly", true}}}},
       // A trainer that fails leaves its last log lines (its error, as a JSON line) in the pod's
       // status, where the operator reads why, e.g. a refused dataset (worker_plan.h).
       {"terminationMessagePolicy", "FallbackToLogsOnError"}};
   if (!job.command.empty()) container["command"] = job.command;
-  if (job.gpus_per_worker > 0) {
-    const std::string gpus = std::to_string(job.gpus_per_worker);
-    container["resources"] = {{"limits", {{options.keys.resource, gpus}}},
-                              {"requests", {{options.keys.resource, gpus}}}};
-  }
   nlohmann::json spec = {
       // The operator replaces a failed worker itself (with back-off and backoffLimit).
       {"restartPolicy", "Never"},
       {"hostname", WorkerPodName(job, worker)},
       {"subdomain", ServiceName(job)},
       {"containers", {container}},
-      {"volumes", {{{"name", "token"}, {"secret", {{"secretName", TokenSecretName(job)}}}}}},
+      {"volumes",
+       {{{"name", kTokenVolumeName}, {"secret", {{"secretName", TokenSecretName(job)}}}}}},
       {"tolerations",
        {{{"key", options.keys.resource}, {"operator", "Exists"}, {"effect", "NoSchedule"}}}}};
   if (nlohmann::json affinity = NodeAffinity(job, options); !affinity.empty()) {
     spec["affinity"] = {{"nodeAffinity", affinity}};
   }
-  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", spec}};
+  nlohmann::json pod = {
+      {"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", spec}};
+  // The user's part (spec.template) joins the operator's; the GPU resource is set there.
+  MergePodTemplate(job.pod_template, options.keys, job.gpus_per_worker, pod);
+  return pod;
 }
 
 }  // namespace fulcrum::controller

@@ -17,7 +17,6 @@ namespace fulcrum::controller {
 
 inline constexpr const char* kJobLabel = "fulcrum.dev/job";
 inline constexpr const char* kWorkerLabel = "fulcrum.dev/worker";
-inline constexpr const char* kTokenMountPath = "/var/run/fulcrum/token";
 inline constexpr int kTrainerMetricsPort = 9400;
 
 struct TrainerPodOptions {

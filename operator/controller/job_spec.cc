@@ -102,8 +102,22 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
        }) {
     if (!status.ok()) return status.error();
   }
+  if (const nlohmann::json::json_pointer pointer("/spec/template"); job.contains(pointer)) {
+    Result<PodTemplate> pod_template = ParsePodTemplate(job.at(pointer));
+    if (!pod_template.ok()) return pod_template.error();
+    spec.pod_template = std::move(pod_template).value();
+  }
   for (const nlohmann::json& variable : env) {
     spec.env.emplace_back(variable.value("name", ""), variable.value("value", ""));
+  }
+  // Two values for one name: Kubernetes would keep the later one (the template's) and warn.
+  for (size_t i = 0; i < spec.pod_template.env.size(); ++i) {
+    const std::string name = spec.pod_template.env[i]["name"].get<std::string>();
+    if (std::any_of(spec.env.begin(), spec.env.end(),
+                    [&](const auto& variable) { return variable.first == name; })) {
+      return InvalidArgument("spec.template.spec.containers[0].env[" + std::to_string(i) + "].name",
+                             name + " is also in spec.env: set it in one place");
+    }
   }
   for (const auto& [product, cap] : caps)
     spec.max_workers_per_product[product] = static_cast<int>(cap);

@@ -13,6 +13,7 @@
 
 #include "common/result.h"
 #include "operator/controller/node_inventory.h"
+#include "operator/controller/pod_template.h"
 
 namespace fulcrum::controller {
 
@@ -39,6 +40,7 @@ struct JobSpec {
   std::vector<std::string> command;
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;
+  PodTemplate pod_template;  // spec.template
 
   std::string builtin_model;  // mlp, cnn, resnet18; empty with a TorchScript model
   std::string torchscript_path;

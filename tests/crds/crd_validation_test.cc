@@ -1,7 +1,8 @@
 // crds/fulcrum.dev_heterotrainingjobs.yaml as the API server enforces it (a real control plane
 // from tests/cluster/up): every example is admitted; every manifest in tests/e2e/invalid is
 // refused with a message naming the field (each file's "# expect:" lines); the immutable fields
-// cannot change on a running job while the live ones can; the Helm chart carries the same CRD.
+// cannot change on a running job while the live ones can; the Helm chart carries the same CRD;
+// a stored job's spec.template, merged by the operator, makes a pod the API server accepts.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +11,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "operator/controller/job_objects.h"
 #include "tests/support/polling.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temporary_directory.h"
 #include "tests/support/test_cluster.h"
 
 namespace fulcrum::testing {
@@ -46,9 +50,17 @@ class CrdValidation : public ::testing::Test {
   static void SetUpTestSuite() {
     const CommandResult applied = Cluster().Kubectl("apply -f " + SourcePath(kCrd));
     ASSERT_EQ(applied.exit_code, 0) << applied.output;
-    const CommandResult established = Cluster().Kubectl(
-        "wait --for condition=established --timeout=60s crd/heterotrainingjobs.fulcrum.dev");
-    ASSERT_EQ(established.exit_code, 0) << established.output;
+    // kubectl wait fails at once ("accessor error: <nil>") while the new CRD has no conditions
+    // yet, which a loaded machine shows; so it is asked again until it can wait.
+    CommandResult established;
+    const bool waited = WaitUntil(
+        [&] {
+          established = Cluster().Kubectl(
+              "wait --for condition=established --timeout=60s crd/heterotrainingjobs.fulcrum.dev");
+          return established.exit_code == 0;
+        },
+        std::chrono::seconds(120));
+    ASSERT_TRUE(waited) << established.output;
   }
 };
 
@@ -139,6 +151,39 @@ TEST_F(CrdValidation, ImmutableFieldsCannotChangeWhileLiveFieldsCan) {
   EXPECT_THAT(figures.output, Not(HasSubstr("960.34"))) << figures.output;
   EXPECT_THAT(Cluster().Kubectl("get htj elastic -o wide").output, HasSubstr("IDEAL/S"));
   EXPECT_EQ(Cluster().Kubectl("delete htj elastic --wait=false").exit_code, 0);
+}
+
+// The pod-template example as the API server stores it (defaults applied, volume sources and
+// affinity kept through x-kubernetes-preserve-unknown-fields), parsed and merged into a trainer
+// pod by the operator's own code, is a pod the API server admits: the ANDed node affinity, the
+// quantities, the env from a Secret. Its service account and priority class exist first, as
+// admission requires.
+TEST_F(CrdValidation, TheTemplateExampleMakesATrainerPodTheApiServerAdmits) {
+  ASSERT_EQ(Cluster().Kubectl("create serviceaccount trainer").exit_code, 0);
+  ASSERT_EQ(Cluster().Kubectl("create priorityclass training --value 1000").exit_code, 0);
+  const CommandResult created =
+      Cluster().Kubectl("apply -f " + SourcePath("crds/examples/pod-template.yaml"));
+  ASSERT_EQ(created.exit_code, 0) << created.output;
+  const CommandResult stored = Cluster().Kubectl("get htj pod-template -o json");
+  ASSERT_EQ(stored.exit_code, 0) << stored.output;
+  const Result<controller::JobSpec> spec =
+      controller::ParseJobSpec(nlohmann::json::parse(stored.output));
+  ASSERT_TRUE(spec.ok()) << spec.error().ToString();
+  controller::TrainerPodOptions options;
+  options.coordinator_address = "fulcrum-operator.fulcrum-system.svc:7070";
+  options.product_speeds = {{"A100-SXM4-40GB", 2.06}, {"Tesla-T4", 0.354}};
+  options.excluded_nodes = {"t4-0"};
+  const nlohmann::json pod = controller::TrainerPod(*spec, 0, options);
+  EXPECT_EQ(pod["spec"]["volumes"].size(), 3u);
+  EXPECT_EQ(pod["spec"]["volumes"][1]["persistentVolumeClaim"]["claimName"], "imagenet-packed");
+  TemporaryDirectory directory("crd-pod");
+  const std::string file = (directory.path() / "pod.json").string();
+  std::ofstream(file) << pod.dump();
+  const CommandResult admitted = Cluster().Kubectl("create --dry-run=server -f " + file);
+  EXPECT_EQ(admitted.exit_code, 0) << admitted.output << "\n" << pod.dump(2);
+  EXPECT_EQ(Cluster().Kubectl("delete htj pod-template --wait=false").exit_code, 0);
+  EXPECT_EQ(Cluster().Kubectl("delete priorityclass training").exit_code, 0);
+  EXPECT_EQ(Cluster().Kubectl("delete serviceaccount trainer").exit_code, 0);
 }
 
 }  // namespace

@@ -93,6 +93,9 @@ TEST(TrainerPod, RequestsGpusPrefersFasterProductsAndCarriesTheCoordinatorAndTok
   EXPECT_THAT(container["env"],
               Contains(nlohmann::json{{"name", "OMP_NUM_THREADS"}, {"value", "1"}}));
   EXPECT_EQ(pod["spec"]["volumes"][0]["secret"]["secretName"], "mixed-gpus-token");
+  EXPECT_EQ(container["volumeMounts"][0],
+            (nlohmann::json{
+                {"name", "fulcrum-token"}, {"mountPath", kTokenMountPath}, {"readOnly", true}}));
 
   const std::vector<std::string> args = Args(pod);
   EXPECT_EQ(FlagValue(args, "--coordinator"), "$(FULCRUM_COORDINATOR)");
@@ -150,7 +153,9 @@ TEST(TrainerPod, CpuWorkersAskForNoGpuAndTorchScriptJobsPassTheirFiles) {
   stored["spec"]["dataset"] = {
       {"recordFile", {{"path", "/data/r.bin"}, {"featuresPerRecord", 16}}}};
   const nlohmann::json pod = TrainerPod(ParseJobSpec(stored).value(), 0, {});
-  EXPECT_FALSE(pod["spec"]["containers"][0].contains("resources"));
+  const nlohmann::json& resources = pod["spec"]["containers"][0]["resources"];
+  EXPECT_FALSE(resources["requests"].contains("nvidia.com/gpu"));
+  EXPECT_FALSE(resources.contains("limits"));
   EXPECT_FALSE(pod["spec"].contains("affinity"));
   const std::vector<std::string> args = Args(pod);
   EXPECT_EQ(FlagValue(args, "--device"), "cpu");
@@ -296,6 +301,272 @@ TEST(TrainerArgs, InitFromOutputAndEvaluationReachTheTrainer) {
   EXPECT_EQ(config->eval_dataset, "/data/held-out");
   EXPECT_EQ(config->eval_every, 50);
   EXPECT_EQ(config->eval_batch_size, 512);
+}
+
+// A template that sets every field a user may set, as in docs/user-guide.md ("The pod
+// template").
+nlohmann::json FullTemplate() {
+  return nlohmann::json::parse(R"j({
+    "metadata": {"labels": {"team": "vision"}, "annotations": {"example.com/owner": "ana"}},
+    "spec": {
+      "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "imagenet"}},
+                  {"name": "scratch", "emptyDir": {}}],
+      "serviceAccountName": "trainer",
+      "imagePullSecrets": [{"name": "registry"}],
+      "tolerations": [{"key": "team", "operator": "Equal", "value": "vision",
+                       "effect": "NoSchedule"}],
+      "nodeSelector": {"topology.kubernetes.io/zone": "eu-1a"},
+      "affinity": {
+        "nodeAffinity": {
+          "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["training"]}]}]},
+          "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 7, "preference": {"matchExpressions": [
+              {"key": "disk", "operator": "In", "values": ["nvme"]}]}}]},
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+          {"weight": 1, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                           "labelSelector": {"matchLabels": {"team": "vision"}}}}]}},
+      "priorityClassName": "training",
+      "securityContext": {"runAsNonRoot": true, "fsGroup": 1000},
+      "containers": [{
+        "name": "trainer",
+        "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": true},
+                         {"name": "scratch", "mountPath": "/scratch"}],
+        "env": [{"name": "WANDB_API_KEY",
+                 "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "key"}}},
+                {"name": "RUN", "value": "$(POD_NAME)"}],
+        "envFrom": [{"configMapRef": {"name": "settings"}}],
+        "resources": {"requests": {"cpu": "4", "memory": "16Gi"},
+                      "limits": {"memory": "32Gi"}},
+        "securityContext": {"allowPrivilegeEscalation": false}}]}})j");
+}
+
+JobSpec WithTemplate(const nlohmann::json& pod_template) {
+  nlohmann::json stored = MixedGpusJob();
+  stored["spec"]["template"] = pod_template;
+  Result<JobSpec> spec = ParseJobSpec(stored);
+  EXPECT_TRUE(spec.ok()) << spec.error().ToString();
+  return spec.ok() ? *spec : ParseJobSpec(MixedGpusJob()).value();
+}
+
+const nlohmann::json& Trainer(const nlohmann::json& pod) {
+  return pod["spec"]["containers"][0];
+}
+
+TEST(TrainerPodTemplate, EveryTemplateFieldAppearsOnTheTrainerPod) {
+  const nlohmann::json user = FullTemplate();
+  const nlohmann::json& user_spec = user["spec"];
+  const nlohmann::json& user_trainer = user_spec["containers"][0];
+  const nlohmann::json pod = TrainerPod(WithTemplate(user), 1, {});
+  const nlohmann::json& spec = pod["spec"];
+  const nlohmann::json& trainer = Trainer(pod);
+
+  EXPECT_EQ(pod["metadata"]["labels"]["team"], "vision");
+  EXPECT_EQ(pod["metadata"]["labels"][kJobLabel], "mixed-gpus");
+  EXPECT_EQ(pod["metadata"]["annotations"]["example.com/owner"], "ana");
+  // The token volume and mount first, then the user's.
+  ASSERT_EQ(spec["volumes"].size(), 3u);
+  EXPECT_EQ(spec["volumes"][0]["name"], kTokenVolumeName);
+  EXPECT_EQ(spec["volumes"][1], user_spec["volumes"][0]);
+  EXPECT_EQ(spec["volumes"][2], user_spec["volumes"][1]);
+  ASSERT_EQ(trainer["volumeMounts"].size(), 3u);
+  EXPECT_EQ(trainer["volumeMounts"][0]["mountPath"], kTokenMountPath);
+  EXPECT_EQ(trainer["volumeMounts"][1], user_trainer["volumeMounts"][0]);
+  EXPECT_EQ(trainer["volumeMounts"][2], user_trainer["volumeMounts"][1]);
+  // The operator's env, spec.env, then the template's (valueFrom kept).
+  EXPECT_EQ(trainer["env"][3]["name"], "FULCRUM_COORDINATOR");
+  EXPECT_EQ(trainer["env"][4]["name"], "OMP_NUM_THREADS");
+  EXPECT_EQ(trainer["env"][5], user_trainer["env"][0]);
+  EXPECT_EQ(trainer["env"][6], user_trainer["env"][1]);
+  EXPECT_EQ(trainer["envFrom"], user_trainer["envFrom"]);
+  EXPECT_EQ(trainer["securityContext"], user_trainer["securityContext"]);
+  EXPECT_EQ(trainer["resources"]["requests"],
+            (nlohmann::json{{"cpu", "4"}, {"memory", "16Gi"}, {"nvidia.com/gpu", "1"}}));
+  EXPECT_EQ(trainer["resources"]["limits"],
+            (nlohmann::json{{"memory", "32Gi"}, {"nvidia.com/gpu", "1"}}));
+
+  EXPECT_EQ(spec["serviceAccountName"], "trainer");
+  EXPECT_EQ(spec["imagePullSecrets"], user_spec["imagePullSecrets"]);
+  ASSERT_EQ(spec["tolerations"].size(), 2u);
+  EXPECT_EQ(spec["tolerations"][0]["key"], "nvidia.com/gpu");  // the operator's stays
+  EXPECT_EQ(spec["tolerations"][1], user_spec["tolerations"][0]);
+  EXPECT_EQ(spec["nodeSelector"], user_spec["nodeSelector"]);
+  EXPECT_EQ(spec["priorityClassName"], "training");
+  EXPECT_EQ(spec["securityContext"], user_spec["securityContext"]);
+  EXPECT_EQ(spec["affinity"]["podAntiAffinity"], user_spec["affinity"]["podAntiAffinity"]);
+  const nlohmann::json& preferred =
+      spec["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"];
+  EXPECT_THAT(preferred, Contains(user_spec["affinity"]["nodeAffinity"]
+                                           ["preferredDuringSchedulingIgnoredDuringExecution"][0]));
+  // Still the operator's.
+  EXPECT_EQ(spec["restartPolicy"], "Never");
+  EXPECT_EQ(trainer["image"], "fulcrum-trainer");
+  EXPECT_EQ(FlagValue(Args(pod), "--job"), "team-a/mixed-gpus");
+}
+
+// A node as the scheduler sees it, and whether a required node affinity selects it: the
+// terms are ORed, the requirements inside one term ANDed (Kubernetes' NodeSelector).
+struct Node {
+  std::string name;
+  std::map<std::string, std::string> labels;
+};
+
+bool Satisfies(const nlohmann::json& requirement, const std::optional<std::string>& value) {
+  const std::string op = requirement["operator"];
+  const auto values = requirement.value("values", std::vector<std::string>{});
+  const bool listed = value && std::find(values.begin(), values.end(), *value) != values.end();
+  if (op == "In") return listed;
+  if (op == "NotIn") return !listed;
+  if (op == "Exists") return value.has_value();
+  if (op == "DoesNotExist") return !value.has_value();
+  ADD_FAILURE() << "operator " << op << " not modelled";
+  return false;
+}
+
+bool Selects(const nlohmann::json& node_affinity, const Node& node) {
+  for (const nlohmann::json& term :
+       node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]) {
+    bool all = !term.value("matchExpressions", nlohmann::json::array()).empty() ||
+               !term.value("matchFields", nlohmann::json::array()).empty();
+    for (const nlohmann::json& requirement :
+         term.value("matchExpressions", nlohmann::json::array())) {
+      const auto label = node.labels.find(requirement["key"]);
+      all = all && Satisfies(requirement, label == node.labels.end()
+                                              ? std::nullopt
+                                              : std::optional<std::string>(label->second));
+    }
+    for (const nlohmann::json& requirement : term.value("matchFields", nlohmann::json::array())) {
+      EXPECT_EQ(requirement["key"], "metadata.name");
+      all = all && Satisfies(requirement, node.name);
+    }
+    if (all) return true;
+  }
+  return false;
+}
+
+TEST(TrainerPodTemplate, TheUsersRequiredNodeAffinityIsAndedWithTheGpuPlacement) {
+  // Two user terms (ORed): pool=training, or a node named "special".
+  nlohmann::json user = nlohmann::json::parse(R"j({"spec": {"affinity": {"nodeAffinity": {
+    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+      {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["training"]}]},
+      {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["special"]}]}]}}}}})j");
+  TrainerPodOptions options;
+  options.excluded_nodes = {"released"};
+  const nlohmann::json affinity =
+      TrainerPod(WithTemplate(user), 0, options)["spec"]["affinity"]["nodeAffinity"];
+  const std::string product = "nvidia.com/gpu.product";
+  const std::vector<std::pair<Node, bool>> cases = {
+      {{"a", {{product, "A100-SXM4-40GB"}, {"pool", "training"}}}, true},
+      {{"special", {{product, "Tesla-T4"}}}, true},
+      // Only one side matches: the GPU placement, or the user's affinity.
+      {{"b", {{product, "A100-SXM4-40GB"}}}, false},
+      {{"c", {{"pool", "training"}}}, false},
+      {{"special", {}}, false},
+      {{"d", {{product, "Tesla-K80"}, {"pool", "training"}}}, false},  // denied product
+      {{"released", {{product, "A100-SXM4-40GB"}, {"pool", "training"}}}, false},
+  };
+  for (const auto& [node, selected] : cases) {
+    EXPECT_EQ(Selects(affinity, node), selected) << node.name << " " << nlohmann::json(node.labels);
+  }
+  EXPECT_EQ(affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"].size(),
+            2u);
+  // Without a template's affinity, the operator's placement alone.
+  const nlohmann::json plain = TrainerPod(ParseJobSpec(MixedGpusJob()).value(), 0,
+                                          options)["spec"]["affinity"]["nodeAffinity"];
+  EXPECT_TRUE(Selects(plain, {"b", {{product, "A100-SXM4-40GB"}}}));
+  // CPU workers have no placement of their own: the user's affinity as given.
+  nlohmann::json cpu = MixedGpusJob();
+  cpu["spec"]["gpusPerWorker"] = 0;
+  cpu["spec"].erase("gpuSelector");
+  cpu["spec"]["template"] = user;
+  const nlohmann::json cpu_affinity =
+      TrainerPod(ParseJobSpec(cpu).value(), 0, {})["spec"]["affinity"]["nodeAffinity"];
+  EXPECT_TRUE(Selects(cpu_affinity, {"c", {{"pool", "training"}}}));
+  EXPECT_FALSE(Selects(cpu_affinity, {"b", {{product, "A100-SXM4-40GB"}}}));
+}
+
+// What the CRD and ParsePodTemplate refuse is also kept off the pod by the merge itself, for a
+// template that reached it some other way.
+TEST(TrainerPodTemplate, TheOperatorsLabelsEnvVolumeAndGpusCannotBeOverridden) {
+  PodTemplate user;
+  user.labels = {{kJobLabel, "other-job"}, {"app.kubernetes.io/managed-by", "me"}, {"ok", "1"}};
+  user.volumes = nlohmann::json::parse(R"j([{"name": "fulcrum-token", "emptyDir": {}}])j");
+  user.volume_mounts = nlohmann::json::parse(
+      R"j([{"name": "x", "mountPath": "/var/run/fulcrum/token"},
+          {"name": "fulcrum-token", "mountPath": "/elsewhere"}])j");
+  user.env = nlohmann::json::parse(
+      R"j([{"name": "FULCRUM_COORDINATOR", "value": "evil:1"}, {"name": "POD_NAME", "value": "x"},
+          {"name": "MINE", "value": "1"}])j");
+  user.requests = {{"nvidia.com/gpu", "8"}};
+  user.limits = {{"nvidia.com/gpu", "8"}};
+  JobSpec job = ParseJobSpec(MixedGpusJob()).value();
+  job.pod_template = user;
+  TrainerPodOptions options;
+  options.coordinator_address = "coordinator:7070";
+  const nlohmann::json pod = TrainerPod(job, 0, options);
+  EXPECT_EQ(pod["metadata"]["labels"][kJobLabel], "mixed-gpus");
+  EXPECT_EQ(pod["metadata"]["labels"]["app.kubernetes.io/managed-by"], "fulcrum-operator");
+  EXPECT_EQ(pod["metadata"]["labels"]["ok"], "1");
+  ASSERT_EQ(pod["spec"]["volumes"].size(), 1u);
+  EXPECT_EQ(pod["spec"]["volumes"][0]["secret"]["secretName"], "mixed-gpus-token");
+  ASSERT_EQ(Trainer(pod)["volumeMounts"].size(), 1u);
+  EXPECT_EQ(Trainer(pod)["volumeMounts"][0]["name"], kTokenVolumeName);
+  int coordinators = 0;
+  for (const nlohmann::json& variable : Trainer(pod)["env"]) {
+    if (variable["name"] == "FULCRUM_COORDINATOR") {
+      ++coordinators;
+      EXPECT_EQ(variable["value"], "coordinator:7070");
+    }
+    if (variable["name"] == "POD_NAME") {
+      EXPECT_TRUE(variable.contains("valueFrom"));
+    }
+  }
+  EXPECT_EQ(coordinators, 1);
+  EXPECT_THAT(Trainer(pod)["env"], Contains(nlohmann::json{{"name", "MINE"}, {"value", "1"}}));
+  EXPECT_EQ(Trainer(pod)["resources"]["requests"]["nvidia.com/gpu"], "1");
+  EXPECT_EQ(Trainer(pod)["resources"]["limits"]["nvidia.com/gpu"], "1");
+  // A CPU worker gets no GPU from a template either.
+  job.gpus_per_worker = 0;
+  const nlohmann::json cpu = TrainerPod(job, 0, options);
+  EXPECT_FALSE(Trainer(cpu)["resources"]["requests"].contains("nvidia.com/gpu"));
+  EXPECT_FALSE(Trainer(cpu)["resources"].contains("limits"));
+  // With another vendor's resource configured, that one is the operator's.
+  options.keys.resource = "amd.com/gpu";
+  job.gpus_per_worker = 2;
+  job.pod_template.requests = {{"amd.com/gpu", "8"}};
+  EXPECT_EQ(Trainer(TrainerPod(job, 0, options))["resources"]["requests"]["amd.com/gpu"], "2");
+}
+
+TEST(TrainerPodTemplate, TrainersGetCpuAndMemoryRequestsWhenTheTemplateSetsNone) {
+  const nlohmann::json pod = TrainerPod(ParseJobSpec(MixedGpusJob()).value(), 0, {});
+  EXPECT_EQ(Trainer(pod)["resources"]["requests"],
+            (nlohmann::json{{"cpu", kDefaultCpuRequest},
+                            {"memory", kDefaultMemoryRequest},
+                            {"nvidia.com/gpu", "1"}}));
+  // A limit without a request: Kubernetes requests the limit, so no default is added (a
+  // default above the limit would make the pod invalid).
+  const nlohmann::json limited =
+      TrainerPod(WithTemplate(nlohmann::json::parse(R"j({"spec": {"containers": [{"name": "trainer",
+          "resources": {"limits": {"cpu": "500m"}}}]}})j")),
+                 0, {});
+  EXPECT_FALSE(Trainer(limited)["resources"]["requests"].contains("cpu"));
+  EXPECT_EQ(Trainer(limited)["resources"]["requests"]["memory"], kDefaultMemoryRequest);
+  EXPECT_EQ(Trainer(limited)["resources"]["limits"]["cpu"], "500m");
+}
+
+TEST(TrainerPodTemplate, TheUsersRequestsAreKeptBesideTheGpus) {
+  const nlohmann::json pod =
+      TrainerPod(WithTemplate(nlohmann::json::parse(R"j({"spec": {"containers": [{"name": "trainer",
+          "resources": {"requests": {"cpu": 8, "memory": "64Gi", "ephemeral-storage": "10Gi"},
+                        "limits": {"memory": "64Gi", "example.com/fpga": "1"}}}]}})j")),
+                 0, {});
+  EXPECT_EQ(
+      Trainer(pod)["resources"]["requests"],
+      (nlohmann::json{
+          {"cpu", 8}, {"memory", "64Gi"}, {"ephemeral-storage", "10Gi"}, {"nvidia.com/gpu", "1"}}));
+  EXPECT_EQ(
+      Trainer(pod)["resources"]["limits"],
+      (nlohmann::json{{"memory", "64Gi"}, {"example.com/fpga", "1"}, {"nvidia.com/gpu", "1"}}));
 }
 
 }  // namespace
