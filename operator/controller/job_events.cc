@@ -82,6 +82,10 @@ EventNote DataBoundEvent(const std::string& message) {
   return {true, "DataBound", "Train", message};
 }
 
+EventNote StorageNotSharedEvent(const std::string& problems) {
+  return {true, "StorageNotShared", "Validate", problems};
+}
+
 EventNote RebalancedEvent(int64_t apply_at_step, const std::string& reason, double predicted_gain) {
   std::string note = "step " + std::to_string(apply_at_step) + ": " + reason;
   if (predicted_gain > 0) note += " (predicted gain " + Percent(predicted_gain) + ")";

@@ -36,6 +36,7 @@ EventNote SuspendedEvent();
 EventNote SucceededEvent(int64_t steps);
 EventNote FailedEvent(const std::string& reason, const std::string& message);
 EventNote DataBoundEvent(const std::string& message);
+EventNote StorageNotSharedEvent(const std::string& problems);
 EventNote RebalancedEvent(int64_t apply_at_step, const std::string& reason, double predicted_gain);
 // A new membership generation (workers joined, left or were lost) and its plan, as one Event:
 // `batches` by rank, applied from `step`.

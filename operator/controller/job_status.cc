@@ -1,5 +1,6 @@
 #include "operator/controller/job_status.h"
 
+#include <absl/strings/str_join.h>
 #include <absl/time/time.h>
 
 #include <algorithm>
@@ -197,6 +198,11 @@ nlohmann::json BuildJobStatus(const JobState& state,
        state.failed_message},
       {"DataBound", running && data_bound.bound,
        data_bound.bound ? "WaitingForData" : "ComputeBound", data_bound.message},
+      {"SharedStorage", state.storage_problems.empty(),
+       state.storage_problems.empty() ? "OnSharedVolumes" : "NotShared",
+       state.storage_problems.empty()
+           ? "checkpoint and output paths (where set) are on volumes every worker shares"
+           : absl::StrJoin(state.storage_problems, "; ")},
       {"Reestablishing", reestablishing, reestablishing ? "CoordinatorRestarted" : "Current",
        reestablishing ? "the coordinator restarted (operator restart or new leader): phase, "
                         "workers and throughput are the last known until the trainers report "

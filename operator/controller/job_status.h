@@ -55,6 +55,9 @@ struct JobState {
   // operator, or a new leader's) has not heard a step from them yet: the last known phase,
   // workers and throughput stand until it has, under a Reestablishing condition.
   bool reestablishing = false;
+  // checkpoint.path / output.path on no volume every worker shares (shared_storage.h): each
+  // problem names the field and the fix. Empty: they are shared (or not set).
+  std::vector<std::string> storage_problems{};
   int min_workers = 1;
   std::string start_time{};       // RFC 3339: when the first pods were created
   std::string completion_time{};  // RFC 3339: when the job Succeeded or Failed

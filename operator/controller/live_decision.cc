@@ -1,8 +1,11 @@
 #include "operator/controller/live_decision.h"
 
+#include <absl/strings/str_join.h>
+
 #include <algorithm>
 
 #include "operator/controller/job_lifecycle.h"
+#include "operator/controller/shared_storage.h"
 
 namespace fulcrum::controller {
 namespace {
@@ -53,6 +56,17 @@ std::vector<EventNote> StatusEvents(const nlohmann::json& previous, const nlohma
     } else if (phase == JobPhase::kFailed) {
       events.push_back(FailedEvent(*state.failed_reason, state.failed_message));
     }
+  }
+  // Said once, when it turns False, before a suspend or a restart can lose what is written.
+  const auto storage_condition = [](const nlohmann::json& of) {
+    if (!of.is_object()) return std::string();
+    for (const nlohmann::json& condition : of.value("conditions", nlohmann::json::array())) {
+      if (condition.value("type", "") == "SharedStorage") return condition.value("status", "");
+    }
+    return std::string();
+  };
+  if (storage_condition(status) == "False" && storage_condition(previous) != "False") {
+    events.push_back(StorageNotSharedEvent(absl::StrJoin(state.storage_problems, "; ")));
   }
   if (ConditionIsTrue(status, "DataBound") && !ConditionIsTrue(previous, "DataBound")) {
     for (const nlohmann::json& condition : status["conditions"]) {
@@ -121,6 +135,9 @@ LiveDecision DecideLive(const JobSpec& spec, const LiveWorld& world,
   if (state.start_time.empty() && !chosen.create.empty()) state.start_time = now;
   state.created = !workers.pods.empty() || !chosen.create.empty();
   state.rebalancing = training.last_rebalance.apply_at_step > training.step + 1;
+  for (const StorageProblem& problem : UnsharedPaths(spec)) {
+    state.storage_problems.push_back(problem.message);
+  }
   state.reestablishing =
       Training(previous_phase) && training.step < 0 &&
       std::any_of(workers.pods.begin(), workers.pods.end(), [](const WorkerPod& pod) {

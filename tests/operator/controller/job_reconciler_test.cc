@@ -564,3 +564,36 @@ TEST_F(JobEventsTest, ASpeedRebalanceWithinAGenerationIsARebalancedEvent) {
 
 }  // namespace
 }  // namespace fulcrum::controller
+
+namespace fulcrum::controller {
+namespace {
+
+TEST_F(JobReconcilerTest, ACheckpointPathOnNoSharedVolumeRaisesAConditionAndOneEvent) {
+  nlohmann::json job = Job();
+  job["spec"]["checkpoint"] = {{"path", "/ckpt"}, {"everySteps", 100}};
+  Store(jobs, job);
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  const nlohmann::json status = writer.LastStatus();
+  EXPECT_FALSE(ConditionIsTrue(status, "SharedStorage"));
+  EXPECT_THAT(writer.EventReasons(), Contains("StorageNotShared"));
+  ApplyWrites(job);
+  writer.Clear();
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  EXPECT_THAT(writer.EventReasons(), Not(Contains("StorageNotShared"))) << "said once";
+}
+
+TEST_F(JobReconcilerTest, ACheckpointPathOnAClaimIsShared) {
+  nlohmann::json job = Job();
+  job["spec"]["checkpoint"] = {{"path", "/work/ckpt"}, {"everySteps", 100}};
+  job["spec"]["template"] = nlohmann::json::parse(R"({"spec": {
+      "volumes": [{"name": "work", "persistentVolumeClaim": {"claimName": "training"}}],
+      "containers": [{"name": "trainer",
+                      "volumeMounts": [{"name": "work", "mountPath": "/work"}]}]}})");
+  Store(jobs, job);
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  EXPECT_TRUE(ConditionIsTrue(writer.LastStatus(), "SharedStorage"));
+  EXPECT_THAT(writer.EventReasons(), Not(Contains("StorageNotShared")));
+}
+
+}  // namespace
+}  // namespace fulcrum::controller
