@@ -21,19 +21,20 @@ struct CatalogEntry {
   std::string_view model;
   double relative_speed;
   int64_t default_memory_bytes;
+  int compute_capability;  // NVIDIA's CUDA GPUs table (developer.nvidia.com/cuda-gpus)
 };
 constexpr std::array kCatalog = {
-    CatalogEntry{"H100", 3.72, 80 * kGiB},  // estimated: 3350/900 GB/s
-    CatalogEntry{"A100", 2.06, 80 * kGiB},  // measured
-    CatalogEntry{"A30", 1.04, 24 * kGiB},   // estimated: 933/900 GB/s
-    CatalogEntry{"V100", 1.00, 16 * kGiB},  // measured (reference)
-    CatalogEntry{"L40S", 0.96, 48 * kGiB},  // estimated: 864/900 GB/s
-    CatalogEntry{"A40", 0.77, 48 * kGiB},   // estimated: 696/900 GB/s
-    CatalogEntry{"A10", 0.67, 24 * kGiB},   // estimated: 600/900 GB/s
-    CatalogEntry{"A10G", 0.67, 24 * kGiB},  // estimated: 600/900 GB/s
-    CatalogEntry{"T4", 0.354, 16 * kGiB},   // derived from inference ratio
-    CatalogEntry{"L4", 0.33, 24 * kGiB},    // estimated: 300/900 GB/s
-    CatalogEntry{"P100", 0.15, 16 * kGiB},  // estimated: 18.7/125 FP16 TFLOPS, no tensor cores
+    CatalogEntry{"H100", 3.72, 80 * kGiB, 90},  // estimated: 3350/900 GB/s
+    CatalogEntry{"A100", 2.06, 80 * kGiB, 80},  // measured
+    CatalogEntry{"A30", 1.04, 24 * kGiB, 80},   // estimated: 933/900 GB/s
+    CatalogEntry{"V100", 1.00, 16 * kGiB, 70},  // measured (reference)
+    CatalogEntry{"L40S", 0.96, 48 * kGiB, 89},  // estimated: 864/900 GB/s
+    CatalogEntry{"A40", 0.77, 48 * kGiB, 86},   // estimated: 696/900 GB/s
+    CatalogEntry{"A10", 0.67, 24 * kGiB, 86},   // estimated: 600/900 GB/s
+    CatalogEntry{"A10G", 0.67, 24 * kGiB, 86},  // estimated: 600/900 GB/s
+    CatalogEntry{"T4", 0.354, 16 * kGiB, 75},   // derived from inference ratio
+    CatalogEntry{"L4", 0.33, 24 * kGiB, 89},    // estimated: 300/900 GB/s
+    CatalogEntry{"P100", 0.15, 16 * kGiB, 60},  // estimated: 18.7/125 FP16 TFLOPS, no tensor cores
 };
 
 std::vector<std::string> UpperCaseTokens(std::string_view label) {
@@ -65,7 +66,8 @@ std::optional<GpuProfile> LookupGpu(std::string_view product_label) {
   for (const CatalogEntry& entry : kCatalog) {
     for (const std::string& token : tokens) {
       if (token != entry.model) continue;
-      GpuProfile profile{entry.model, entry.relative_speed, entry.default_memory_bytes};
+      GpuProfile profile{entry.model, entry.relative_speed, entry.default_memory_bytes,
+                         entry.compute_capability};
       for (const std::string& other : tokens) {
         if (std::optional<int64_t> memory = MemoryFromToken(other)) profile.memory_bytes = *memory;
       }

@@ -73,7 +73,21 @@ GpuNode ReadGpuNode(const nlohmann::json& node, const GpuLabelKeys& keys) {
   if (!gpu.product.empty()) {
     if (std::optional<balancer::GpuProfile> profile = balancer::LookupGpu(gpu.product)) {
       gpu.prior_speed = profile->relative_speed;
+      gpu.compute_capability = profile->compute_capability;
       if (gpu.memory_bytes == 0) gpu.memory_bytes = profile->memory_bytes;
+    }
+  }
+  // The node's own word beats the catalog's (a product the catalog does not know, say).
+  const std::string major = LabelOf(node, keys.compute_major);
+  const std::string minor = LabelOf(node, keys.compute_minor);
+  if (!major.empty()) {
+    const std::optional<int64_t> major_number = WholeNumber(major);
+    const std::optional<int64_t> minor_number = minor.empty() ? 0 : WholeNumber(minor);
+    if (major_number && minor_number && *major_number < 100 && *minor_number < 10) {
+      gpu.compute_capability = static_cast<int>(*major_number * 10 + *minor_number);
+    } else {
+      gpu.problems.push_back(keys.compute_major + "=\"" + major + "\", " + keys.compute_minor +
+                             "=\"" + minor + "\" is not a compute capability");
     }
   }
   return gpu;

@@ -19,6 +19,9 @@ struct GpuLabelKeys {
   std::string memory_mib = "nvidia.com/gpu.memory";  // MiB per GPU
   std::string count = "nvidia.com/gpu.count";
   std::string resource = "nvidia.com/gpu";  // the extended resource pods request
+  // GPU Feature Discovery's compute capability; the catalog's where absent.
+  std::string compute_major = "nvidia.com/gpu.compute.major";
+  std::string compute_minor = "nvidia.com/gpu.compute.minor";
 };
 
 struct Taint {
@@ -38,6 +41,8 @@ struct GpuNode {
   bool unschedulable = false;  // cordoned
   std::vector<Taint> taints;
   std::optional<double> prior_speed;  // relative to a V100; nullopt for products not in the catalog
+  // major*10+minor from the node's labels, else the catalog's; nullopt when neither knows.
+  std::optional<int> compute_capability;
   // Labels present but unreadable, e.g. "nvidia.com/gpu.memory=\"lots\" is not a whole number
   // of MiB": the operator reports them (Event, log) and uses what it can.
   std::vector<std::string> problems;

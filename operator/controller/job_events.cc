@@ -101,6 +101,22 @@ EventNote MembershipChangedEvent(int64_t generation, int64_t step, const std::st
               absl::StrJoin(batches, "/")};
 }
 
+EventNote UnsupportedGpusEvent(const std::map<std::string, int>& products, const std::string& image,
+                               int minimum) {
+  const auto capability = [](int value) {
+    return std::to_string(value / 10) + "." + std::to_string(value % 10);
+  };
+  std::vector<std::string> named;
+  for (const auto& [product, value] : products) {
+    named.push_back(product + " (compute capability " + capability(value) + ")");
+  }
+  return {true, "GpuNotSupported", "Place",
+          "no worker goes to " + absl::StrJoin(named, ", ") + ": the CUDA trainer image " + image +
+              " has kernels for compute capability " + capability(minimum) +
+              " and newer only; deny these products in spec.gpuSelector, or set a trainer image "
+              "built for them (docs/install.md, \"GPUs and images\")"};
+}
+
 EventNote ExpiredEvent(int64_t ttl_seconds) {
   return {false, "Expired", "Delete",
           "deleting the job: spec.ttlSecondsAfterFinished (" + std::to_string(ttl_seconds) +

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,5 +44,9 @@ EventNote RebalancedEvent(int64_t apply_at_step, const std::string& reason, doub
 EventNote MembershipChangedEvent(int64_t generation, int64_t step, const std::string& reason,
                                  const std::vector<int>& batches);
 EventNote ExpiredEvent(int64_t ttl_seconds);
+// New workers go to none of `products` (product -> compute capability major*10+minor): `image`
+// has no kernels below `minimum`.
+EventNote UnsupportedGpusEvent(const std::map<std::string, int>& products, const std::string& image,
+                               int minimum);
 
 }  // namespace fulcrum::controller

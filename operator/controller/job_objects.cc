@@ -156,7 +156,14 @@ void AddPackedDatasetArgs(const PackedDatasetSpec& packed, std::vector<std::stri
 
 }  // namespace
 
-std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls) {
+std::string TrainerImage(const JobSpec& job, const TrainerPodOptions& options) {
+  if (!job.image.empty()) return job.image;
+  return job.gpus_per_worker > 0 && !options.emulated_gpus ? options.default_cuda_image
+                                                           : options.default_image;
+}
+
+std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls,
+                                     const std::string& gpu_device) {
   std::vector<std::string> args = {"--coordinator",  "$(FULCRUM_COORDINATOR)",
                                    "--token-file",   std::string(kTokenMountPath) + "/token",
                                    "--job",          job.CoordinatorJobName(),
@@ -170,7 +177,7 @@ std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls) {
   } else {
     add({"--coordinator-insecure", "true"});
   }
-  if (job.gpus_per_worker == 0) add({"--device", "cpu"});
+  add({"--device", job.gpus_per_worker == 0 ? std::string("cpu") : gpu_device});
   if (!job.torchscript_path.empty()) {
     add({"--model", "torchscript", "--torchscript", job.torchscript_path});
   } else {
@@ -226,12 +233,14 @@ nlohmann::json TrainerPod(const JobSpec& job, int worker, const TrainerPodOption
   nlohmann::json env = {FieldEnv("POD_NAME", "metadata.name"),
                         FieldEnv("POD_IP", "status.podIP"),
                         FieldEnv("NODE_NAME", "spec.nodeName"),
-                        {{"name", "FULCRUM_COORDINATOR"}, {"value", options.coordinator_address}}};
+                        {{"name", "FULCRUM_COORDINATOR"}, {"value", options.coordinator_address}},
+                        // Named in the trainer's error when the image cannot use the device.
+                        {{"name", "FULCRUM_IMAGE"}, {"value", TrainerImage(job, options)}}};
   for (const auto& [name, value] : job.env) env.push_back({{"name", name}, {"value", value}});
   nlohmann::json container = {
       {"name", "trainer"},
-      {"image", job.image.empty() ? options.default_image : job.image},
-      {"args", TrainerArgs(job, options.coordinator_tls)},
+      {"image", TrainerImage(job, options)},
+      {"args", TrainerArgs(job, options.coordinator_tls, options.emulated_gpus ? "cpu" : "cuda")},
       {"env", env},
       {"ports", {{{"name", "metrics"}, {"containerPort", kTrainerMetricsPort}}}},
       {"volumeMounts",

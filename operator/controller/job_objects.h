@@ -20,8 +20,15 @@ inline constexpr const char* kWorkerLabel = "fulcrum.dev/worker";
 inline constexpr int kTrainerMetricsPort = 9400;
 
 struct TrainerPodOptions {
-  std::string default_image = "fulcrum-trainer";  // when the spec names none
-  std::string coordinator_address;                // host:port the trainers dial
+  std::string default_image = "fulcrum-trainer";  // CPU jobs' image when the spec names none
+  // GPU jobs' (gpusPerWorker > 0) image when the spec names none: the CUDA build. Their trainers
+  // get --device cuda, so one that finds no GPU fails naming its node and image instead of
+  // training on the host's CPUs while holding the GPUs.
+  std::string default_cuda_image = "fulcrum-trainer-cuda";
+  // The GPU nodes are emulated (fulcrum-local-node runs pods as local processes with emulated
+  // speeds): GPU jobs get default_image and --device cpu.
+  bool emulated_gpus = false;
+  std::string coordinator_address;  // host:port the trainers dial
   // Trainers verify the coordinator against the CA in their token Secret (ca.crt); false: the
   // coordinator serves plaintext (--coordinator-insecure) and so must they.
   bool coordinator_tls = true;
@@ -47,8 +54,12 @@ nlohmann::json HeadlessService(const JobSpec& job);
 // collectives' connections); anyone, on the metrics port only (Prometheus). The TCPStore has no
 // authentication of its own (docs/security.md). The operator needs no rule: trainers dial it.
 nlohmann::json TrainerNetworkPolicy(const JobSpec& job);
-// fulcrum-trainer's flags for this job (the operator's, then spec.args).
-std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls = true);
+// fulcrum-trainer's flags for this job (the operator's, then spec.args). `gpu_device`: what GPU
+// jobs' trainers are told, "cuda" (or "cpu" on emulated GPU nodes).
+std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls = true,
+                                     const std::string& gpu_device = "cuda");
+// The image a worker of `job` runs: spec.image, else the CUDA or the CPU default.
+std::string TrainerImage(const JobSpec& job, const TrainerPodOptions& options);
 nlohmann::json TrainerPod(const JobSpec& job, int worker, const TrainerPodOptions& options);
 
 }  // namespace fulcrum::controller

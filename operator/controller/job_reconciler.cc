@@ -253,10 +253,25 @@ std::map<std::string, std::string> JobReconciler::ProductsOf(
   return products;
 }
 
+JobSpec JobReconciler::Placement(const JobSpec& spec, const std::vector<WorkerPod>& pods,
+                                 std::map<std::string, int>* unsupported) const {
+  JobSpec placement = PlacementSpec(spec, pods, ProductsOf(pods));
+  // CPU jobs, and emulated GPUs, run the CPU image anywhere.
+  if (spec.gpus_per_worker == 0 || options_.emulated_gpus) return placement;
+  std::vector<GpuNode> admitted;
+  for (const GpuNode& node : inventory_.Nodes()) {
+    if (spec.gpu_selector.Admits(node.product)) admitted.push_back(node);
+  }
+  const std::map<std::string, int> below =
+      UnsupportedProducts(admitted, options_.min_compute_capability);
+  if (unsupported != nullptr) *unsupported = below;
+  return WithoutUnsupported(std::move(placement), below);
+}
+
 int JobReconciler::CountFreeSlots(const JobSpec& spec, const LiveWorld& world) const {
   const std::vector<WorkerPod>& pods = world.workers.pods;
   const std::map<std::string, std::string> products = ProductsOf(pods);
-  const JobSpec placement = PlacementSpec(spec, pods, products);
+  const JobSpec placement = Placement(spec, pods);
   std::set<std::string> released_nodes;
   for (const ReleasedWorker& worker : ReadReleasedWorkers(world.previous)) {
     released_nodes.insert(worker.node);
@@ -378,10 +393,16 @@ Status JobReconciler::ActOnPods(const nlohmann::json& job, const JobSpec& spec,
 
 Status JobReconciler::CreateWorkers(const nlohmann::json& job, const JobSpec& spec,
                                     const LiveWorld& world, const LiveDecision& decision) {
-  const std::vector<WorkerPod>& pods = world.workers.pods;
-  const JobSpec placement = PlacementSpec(spec, pods, ProductsOf(pods));
+  std::map<std::string, int> unsupported;
+  const JobSpec placement = Placement(spec, world.workers.pods, &unsupported);
+  if (!unsupported.empty()) {
+    writer_.Event(job, UnsupportedGpusEvent(unsupported, options_.default_cuda_image,
+                                            options_.min_compute_capability));
+  }
   TrainerPodOptions options;
   options.default_image = options_.default_image;
+  options.default_cuda_image = options_.default_cuda_image;
+  options.emulated_gpus = options_.emulated_gpus;
   options.coordinator_address = options_.coordinator_address;
   options.coordinator_tls = !options_.coordinator_ca.empty();
   options.keys = options_.keys;

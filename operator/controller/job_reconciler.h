@@ -45,6 +45,11 @@ struct ReconcilerCaches {
 
 struct ReconcilerOptions {
   std::string default_image = "fulcrum-trainer";
+  std::string default_cuda_image = "fulcrum-trainer-cuda";
+  bool emulated_gpus = false;  // TrainerPodOptions::emulated_gpus
+  // The least compute capability (major*10+minor) default_cuda_image has kernels for: torch
+  // 2.11 cu130 builds for 7.5 and newer. GPU jobs' workers go to no node below it.
+  int min_compute_capability = 75;
   std::string coordinator_address;  // host:port the trainers dial
   // The coordinator's CA certificate (PEM), given to trainers in their token Secret; "" when
   // the coordinator serves plaintext (--coordinator-insecure).
@@ -113,6 +118,10 @@ class JobReconciler {
   Status EnsureCreated(const kube::Store& cache, const kube::ResourceType& type,
                        const JobSpec& spec, const std::string& name,
                        const std::function<nlohmann::json()>& make);
+  // The spec new workers are placed by: PlacementSpec, without the GPU products the CUDA image
+  // cannot run (`unsupported`, when asked for, gets them).
+  JobSpec Placement(const JobSpec& spec, const std::vector<WorkerPod>& pods,
+                    std::map<std::string, int>* unsupported = nullptr) const;
   // The GPU product of each node `pods` are on, from the inventory.
   std::map<std::string, std::string> ProductsOf(const std::vector<WorkerPod>& pods) const;
   // Worker slots left for the job on nodes it may use (placement.h), from the inventory and

@@ -126,6 +126,11 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
   if (spec.global_batch < 1) return InvalidArgument("spec.globalBatchSize", "must be >= 1");
   if (spec.min_replicas < 1 || spec.min_replicas > spec.max_replicas)
     return InvalidArgument("spec.replicas", "needs 1 <= min <= max");
+  // One trainer process drives one GPU; a second would be reserved and sit idle.
+  if (spec.gpus_per_worker < 0 || spec.gpus_per_worker > 1)
+    return InvalidArgument("spec.gpusPerWorker",
+                           "must be 0 or 1 (a trainer pod runs one rank on one GPU): set "
+                           "gpusPerWorker 1 and raise replicas.max instead");
   if (spec.builtin_model.empty() == spec.torchscript_path.empty())
     return InvalidArgument("spec.model", "set exactly one of builtin and torchScriptPath");
   if (spec.steps.has_value() == spec.epochs.has_value())

@@ -68,6 +68,23 @@ int FreeSlots(const JobSpec& placement, const std::vector<WorkerPod>& own_pods,
   return free - waiting;
 }
 
+std::map<std::string, int> UnsupportedProducts(const std::vector<GpuNode>& nodes, int minimum) {
+  std::map<std::string, int> unsupported;
+  for (const GpuNode& node : nodes) {
+    if (!node.product.empty() && node.compute_capability && *node.compute_capability < minimum) {
+      unsupported[node.product] = *node.compute_capability;
+    }
+  }
+  return unsupported;
+}
+
+JobSpec WithoutUnsupported(JobSpec spec, const std::map<std::string, int>& unsupported) {
+  for (const auto& [product, capability] : unsupported) {
+    spec.gpu_selector.denied.push_back(product);
+  }
+  return spec;
+}
+
 std::vector<std::pair<std::string, double>> ProductSpeeds(const std::vector<GpuNode>& candidates) {
   std::vector<std::pair<std::string, double>> speeds;
   for (const GpuNode& node : candidates) {

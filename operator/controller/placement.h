@@ -32,6 +32,14 @@ int FreeSlots(const JobSpec& placement, const std::vector<WorkerPod>& own_pods,
               const std::map<std::string, int>& used_gpus,
               const std::map<std::string, std::string>& product_of);
 
+// The GPU products among `nodes` whose compute capability is below `minimum` (the CUDA
+// trainer image has no kernels for them: torch cu130 starts at 7.5, so a V100's 7.0 cannot run
+// it), with their capability. Nodes whose capability is unknown are left to try.
+std::map<std::string, int> UnsupportedProducts(const std::vector<GpuNode>& nodes, int minimum);
+
+// `spec` with `unsupported` products denied, so no worker is placed where it could only fail.
+JobSpec WithoutUnsupported(JobSpec spec, const std::map<std::string, int>& unsupported);
+
 // Each product among `candidates` with a prior speed, once, in the candidates' order (fastest
 // first): a new pod prefers them in that order (preferred node affinity, weight by speed).
 std::vector<std::pair<std::string, double>> ProductSpeeds(const std::vector<GpuNode>& candidates);

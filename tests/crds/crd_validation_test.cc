@@ -106,7 +106,7 @@ TEST_F(CrdValidation, ImmutableFieldsCannotChangeWhileLiveFieldsCan) {
       {R"({"spec":{"dataset":{"synthetic":{"samples":10}}}})", "dataset is immutable"},
       {R"({"spec":{"training":{"optimizer":"adam","momentum":null}}})",
        "training.optimizer is immutable"},
-      {R"({"spec":{"gpusPerWorker":2}})", "gpusPerWorker is immutable"},
+      {R"({"spec":{"gpusPerWorker":0}})", "gpusPerWorker is immutable"},
       {R"({"spec":{"training":{"weightDecay":0.01}}})", "training.weightDecay is immutable"},
       {R"({"spec":{"training":{"gradientClipNorm":1.0}}})",
        "training.gradientClipNorm is immutable"},

@@ -100,6 +100,9 @@ TEST(Chart, TheOperatorDeploymentRunsHardenedWithProbesAndLeaderElection) {
   EXPECT_THAT(args, ::testing::Contains("--leader-elect=true"));
   EXPECT_THAT(args, ::testing::Contains("--leader-elect-identity=$(POD_NAME)"));
   EXPECT_THAT(args, ::testing::Contains("--trainer-image=fulcrum-trainer:0.1.0"));
+  // GPU jobs get the CUDA build; the CPU image is for CPU jobs (and emulated GPU nodes only).
+  EXPECT_THAT(args, ::testing::Contains("--trainer-cuda-image=fulcrum-trainer-cuda:0.1.0"));
+  EXPECT_THAT(args, ::testing::Not(::testing::Contains("--emulated-gpus=true")));
   // Trainers dial the coordinator Service, whose EndpointSlice the leader points at itself.
   EXPECT_THAT(args, ::testing::Contains(
                         "--coordinator-address=fulcrum-coordinator.fulcrum-system.svc:7070"));
@@ -208,6 +211,22 @@ TEST(Chart, WithCertManagerACertificateKeepsTheSecretTheOperatorServesFrom) {
                         "--coordinator-address=fulcrum-coordinator.fulcrum-system.svc:7070"));
 }
 
+TEST(Chart, BothTrainerImagesRenderAndEmulatedGpusIsPassedOnlyWhenSet) {
+  auto objects = Render(
+      "--set trainerCudaImage.repository=registry.example/fulcrum-trainer-cuda "
+      "--set trainerCudaImage.tag=cu130 --set emulatedGpus=true");
+  ASSERT_TRUE(objects.count("Deployment/fulcrum"));
+  std::vector<std::string> args;
+  for (const YAML::Node& arg :
+       objects["Deployment/fulcrum"]["spec"]["template"]["spec"]["containers"][0]["args"]) {
+    args.push_back(arg.as<std::string>());
+  }
+  EXPECT_THAT(args, ::testing::Contains("--trainer-image=fulcrum-trainer:0.1.0"));
+  EXPECT_THAT(args, ::testing::Contains(
+                        "--trainer-cuda-image=registry.example/fulcrum-trainer-cuda:cu130"));
+  EXPECT_THAT(args, ::testing::Contains("--emulated-gpus=true"));
+}
+
 TEST(Chart, ValuesTheSchemaForbidsAreRefusedNamingTheKey) {
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"--set replicaCount=-1", "/replicaCount"},
@@ -221,6 +240,8 @@ TEST(Chart, ValuesTheSchemaForbidsAreRefusedNamingTheKey) {
       {"--set coordinatorTls.certManager.enabled=true",
        "/coordinatorTls/certManager/issuerRef/name"},
       {"--set imagee.tag=dev", "imagee"},  // a typo: unknown keys are refused
+      {"--set emulatedGpus=sometimes", "/emulatedGpus"},
+      {"--set trainerCudaImage.repository=", "/trainerCudaImage/repository"},
   };
   for (const auto& [values, key] : refused) {
     const CommandResult result = Helm("template fulcrum " + Chart() + " " + values);

@@ -137,6 +137,14 @@ TEST(TrainerFlags, SlowdownFileDefaultsToTheEnvironmentsAndAFlagOverridesIt) {
   EXPECT_EQ(ParseTrainerFlags(overridden, environment)->slowdown_file, "/mine");
 }
 
+TEST(TrainerFlags, TheImageComesFromTheOperatorsEnvironment) {
+  const std::vector<std::string> base = {"--coordinator",          "h:1", "--token-file", "t",
+                                         "--coordinator-insecure", "true"};
+  EXPECT_EQ(ParseTrainerFlags(base)->image, "");
+  EXPECT_EQ(ParseTrainerFlags(base, {{"FULCRUM_IMAGE", "fulcrum-trainer-cuda:0.1"}})->image,
+            "fulcrum-trainer-cuda:0.1");
+}
+
 TEST(TrainerFlags, DeviceAndCollectiveDefaultToAutoAndRejectNcclOnTheCpu) {
   const std::vector<std::string> base = {"--coordinator",    "h:1",   "--token-file", "t",
                                          "--coordinator-ca", "ca.crt"};

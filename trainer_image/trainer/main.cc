@@ -20,8 +20,8 @@ extern "C" void OnStopSignal(int signal_number) {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::map<std::string, std::string> environment;
-  if (const char* slowdown_file = std::getenv("FULCRUM_SLOWDOWN_FILE")) {
-    environment["FULCRUM_SLOWDOWN_FILE"] = slowdown_file;
+  for (const char* name : {"FULCRUM_SLOWDOWN_FILE", "FULCRUM_IMAGE"}) {
+    if (const char* value = std::getenv(name)) environment[name] = value;
   }
   auto config = fulcrum::trainer::ParseTrainerFlags(args, environment);
   if (!config.ok() && config.error().field == "--help") {

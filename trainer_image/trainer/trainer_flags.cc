@@ -369,6 +369,9 @@ Result<TrainerConfig> ParseTrainerFlags(const std::vector<std::string>& args,
   if (const auto file = environment.find("FULCRUM_SLOWDOWN_FILE"); file != environment.end()) {
     config.slowdown_file = file->second;
   }
+  if (const auto image = environment.find("FULCRUM_IMAGE"); image != environment.end()) {
+    config.image = image->second;
+  }
   CLI::App app{kDescription, "fulcrum-trainer"};
   AddFlags(app, config);
   Result<CommandLine> parsed = ParseCommandLine(app, args);

@@ -46,6 +46,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" .Values.trainerImage.repository (default .Chart.AppVersion .Values.trainerImage.tag) -}}
 {{- end -}}
 
+{{- define "fulcrum.trainerCudaImage" -}}
+{{- printf "%s:%s" .Values.trainerCudaImage.repository (default .Chart.AppVersion .Values.trainerCudaImage.tag) -}}
+{{- end -}}
+
 {{/* The selector-less Service trainers dial; the leader points its EndpointSlice at itself. */}}
 {{- define "fulcrum.coordinatorService" -}}
 {{- printf "%s-coordinator" (include "fulcrum.fullname" .) | trunc 63 | trimSuffix "-" -}}

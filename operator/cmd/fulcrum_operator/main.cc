@@ -191,6 +191,9 @@ controller::JobControllerOptions ControllerOptions(const operator_main::Operator
   options.workers = config.workers;
   options.tolerated_taint_keys = config.tolerated_taint_keys;
   options.reconciler.default_image = config.trainer_image;
+  options.reconciler.default_cuda_image = config.trainer_cuda_image;
+  options.reconciler.emulated_gpus = config.emulated_gpus;
+  options.reconciler.min_compute_capability = config.min_compute_capability;
   options.reconciler.coordinator_address = config.coordinator_address;
   options.reconciler.coordinator_ca = coordinator_ca;
   options.reconciler.keys = config.gpu_labels;

@@ -134,8 +134,21 @@ const std::vector<Setting>& Settings() {
        Text(&OperatorConfig::kubeconfig)},
       {"watchNamespace", "--watch-namespace", "only jobs in this namespace (default: all)",
        Text(&OperatorConfig::watch_namespace)},
-      {"trainerImage", "--trainer-image", "image of trainer pods whose job names none",
+      {"trainerImage", "--trainer-image", "image of CPU trainer pods whose job names none",
        Text(&OperatorConfig::trainer_image)},
+      {"trainerCudaImage", "--trainer-cuda-image",
+       "image of GPU trainer pods (gpusPerWorker > 0) whose job names none; they get --device cuda",
+       Text(&OperatorConfig::trainer_cuda_image)},
+      {"trainerCudaMinComputeCapability", "--trainer-cuda-min-compute-capability",
+       "the least GPU compute capability the CUDA image has kernels for, major*10+minor (75: "
+       "torch cu130); GPU jobs' workers go to no node below it",
+       CountOf([](OperatorConfig& c) -> int& { return c.min_compute_capability; }, 30, 200)},
+      {"emulatedGpus", "--emulated-gpus",
+       "true: GPU nodes are emulated (fulcrum-local-node): GPU jobs run the CPU trainer image with "
+       "--device cpu",
+       [](OperatorConfig& c, const std::string& v, const std::string& where) {
+         return ParseBool(v, where, c.emulated_gpus);
+       }},
       {"coordinator.listen", "--coordinator-listen", "where the coordinator's gRPC service listens",
        Text(&OperatorConfig::coordinator_listen)},
       {"coordinator.address", "--coordinator-address",

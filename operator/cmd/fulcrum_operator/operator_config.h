@@ -27,6 +27,13 @@ struct OperatorConfig {
   std::string kubeconfig;       // empty: in-cluster service account
   std::string watch_namespace;  // empty: every namespace
   std::string trainer_image = "fulcrum-trainer";
+  // GPU jobs' trainers (gpusPerWorker > 0) run this image, told --device cuda.
+  std::string trainer_cuda_image = "fulcrum-trainer-cuda";
+  // The cluster's GPU nodes are emulated (fulcrum-local-node): GPU jobs get trainer_image and
+  // --device cpu, and the emulated speeds stand in for the GPUs.
+  bool emulated_gpus = false;
+  // The least compute capability trainer_cuda_image runs on (major*10+minor; cu130: 75).
+  int min_compute_capability = 75;
   std::string coordinator_listen = "0.0.0.0:7070";
   std::string coordinator_address;  // what trainers dial: the operator Service's host:port
   // NAMESPACE/NAME of a Service without selector whose EndpointSlice (named like it) the leader

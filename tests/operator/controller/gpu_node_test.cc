@@ -129,3 +129,24 @@ TEST(NodeInventory, VersionChangesOnlyWhenPlacementCould) {
 
 }  // namespace
 }  // namespace fulcrum::controller
+
+namespace fulcrum::controller {
+namespace {
+
+TEST(ReadGpuNode, ComputeCapabilityComesFromTheNodesLabelsElseTheCatalog) {
+  EXPECT_EQ(ReadGpuNode(Node("v100", GfdLabels("Tesla-V100-SXM2-16GB"))).compute_capability, 70);
+  EXPECT_EQ(ReadGpuNode(Node("t4", GfdLabels("Tesla-T4"))).compute_capability, 75);
+  nlohmann::json labels = GfdLabels("NVIDIA-Future-GPU");
+  EXPECT_FALSE(ReadGpuNode(Node("new", labels)).compute_capability.has_value());
+  labels["nvidia.com/gpu.compute.major"] = "12";
+  labels["nvidia.com/gpu.compute.minor"] = "1";
+  EXPECT_EQ(ReadGpuNode(Node("new", labels)).compute_capability, 121);
+  labels["nvidia.com/gpu.compute.major"] = "twelve";
+  const GpuNode unreadable = ReadGpuNode(Node("new", labels));
+  EXPECT_FALSE(unreadable.compute_capability.has_value());
+  ASSERT_EQ(unreadable.problems.size(), 1u);
+  EXPECT_THAT(unreadable.problems[0], HasSubstr("is not a compute capability"));
+}
+
+}  // namespace
+}  // namespace fulcrum::controller

@@ -12,6 +12,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 // The mixed-gpus example as the API server stores it (defaults applied).
 nlohmann::json MixedGpusJob() {
@@ -65,6 +66,15 @@ TEST(ParseJobSpec, EpochsGoToTheTrainersAndBadFieldsAreNamed) {
   EXPECT_EQ(ParseJobSpec(job).error().field, "spec.replicas");
 }
 
+TEST(ParseJobSpec, MoreThanOneGpuPerWorkerIsRefusedBecauseTheRestWouldSitIdle) {
+  // The CRD refuses it at admission; a job stored before that rule reaches InvalidSpec.
+  nlohmann::json job = MixedGpusJob();
+  job["spec"]["gpusPerWorker"] = 2;
+  const Error error = ParseJobSpec(job).error();
+  EXPECT_EQ(error.field, "spec.gpusPerWorker");
+  EXPECT_THAT(error.message, HasSubstr("raise replicas.max"));
+}
+
 TEST(TrainerPod, RequestsGpusPrefersFasterProductsAndCarriesTheCoordinatorAndToken) {
   const JobSpec job = ParseJobSpec(MixedGpusJob()).value();
   TrainerPodOptions options;
@@ -84,7 +94,7 @@ TEST(TrainerPod, RequestsGpusPrefersFasterProductsAndCarriesTheCoordinatorAndTok
   EXPECT_EQ(pod["spec"]["subdomain"], "mixed-gpus-workers");
 
   const nlohmann::json& container = pod["spec"]["containers"][0];
-  EXPECT_EQ(container["image"], "fulcrum-trainer");
+  EXPECT_EQ(container["image"], "fulcrum-trainer-cuda");
   EXPECT_EQ(container["resources"]["limits"]["nvidia.com/gpu"], "1");
   EXPECT_EQ(container["resources"]["requests"]["nvidia.com/gpu"], "1");
   EXPECT_THAT(container["env"],
@@ -106,8 +116,9 @@ TEST(TrainerPod, RequestsGpusPrefersFasterProductsAndCarriesTheCoordinatorAndTok
   EXPECT_EQ(FlagValue(args, "--steps"), "600");
   EXPECT_EQ(FlagValue(args, "--momentum"), "0.9");
   EXPECT_EQ(FlagValue(args, "--checkpoint-every"), "100");
-  EXPECT_EQ(args.back(), "16");                // the user's args come last, so they win
-  EXPECT_EQ(FlagValue(args, "--device"), "");  // auto: cuda when the pod sees a GPU
+  EXPECT_EQ(args.back(), "16");  // the user's args come last, so they win
+  // A GPU job runs the CUDA image and is told so: no silent fallback to the host's CPUs.
+  EXPECT_EQ(FlagValue(args, "--device"), "cuda");
 
   const nlohmann::json& affinity = pod["spec"]["affinity"]["nodeAffinity"];
   const nlohmann::json& required = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -124,6 +135,40 @@ TEST(TrainerPod, RequestsGpusPrefersFasterProductsAndCarriesTheCoordinatorAndTok
   EXPECT_THAT(weights, ElementsAre(std::pair<std::string, int>{"A100-SXM4-40GB", 100},
                                    std::pair<std::string, int>{"V100-SXM2-16GB", 49},
                                    std::pair<std::string, int>{"Tesla-T4", 17}));
+}
+
+TEST(TrainerPod, GpuJobsGetTheCudaImageAndDeviceCudaAndCpuJobsTheCpuImage) {
+  const JobSpec gpu_job = ParseJobSpec(MixedGpusJob()).value();
+  TrainerPodOptions options;
+  options.default_image = "registry.example/fulcrum-trainer:1";
+  options.default_cuda_image = "registry.example/fulcrum-trainer-cuda:1";
+  const nlohmann::json gpu_pod = TrainerPod(gpu_job, 0, options);
+  const nlohmann::json& gpu_container = gpu_pod["spec"]["containers"][0];
+  EXPECT_EQ(gpu_container["image"], "registry.example/fulcrum-trainer-cuda:1");
+  EXPECT_EQ(FlagValue(Args(gpu_pod), "--device"), "cuda") << "never a silent CPU fallback";
+  EXPECT_THAT(gpu_container["env"],
+              Contains(nlohmann::json{{"name", "FULCRUM_IMAGE"},
+                                      {"value", "registry.example/fulcrum-trainer-cuda:1"}}));
+
+  nlohmann::json cpu = MixedGpusJob();
+  cpu["spec"]["gpusPerWorker"] = 0;
+  cpu["spec"].erase("gpuSelector");
+  const nlohmann::json cpu_pod = TrainerPod(ParseJobSpec(cpu).value(), 0, options);
+  EXPECT_EQ(cpu_pod["spec"]["containers"][0]["image"], "registry.example/fulcrum-trainer:1");
+  EXPECT_EQ(FlagValue(Args(cpu_pod), "--device"), "cpu");
+
+  // Emulated GPU nodes (fulcrum-local-node): the CPU image, told so.
+  options.emulated_gpus = true;
+  const nlohmann::json emulated = TrainerPod(gpu_job, 0, options);
+  EXPECT_EQ(emulated["spec"]["containers"][0]["image"], "registry.example/fulcrum-trainer:1");
+  EXPECT_EQ(FlagValue(Args(emulated), "--device"), "cpu");
+
+  // The job's own image wins either way.
+  nlohmann::json own = MixedGpusJob();
+  own["spec"]["image"] = "team/trainer:7";
+  options.emulated_gpus = false;
+  EXPECT_EQ(TrainerPod(ParseJobSpec(own).value(), 0, options)["spec"]["containers"][0]["image"],
+            "team/trainer:7");
 }
 
 TEST(TrainerPod, NodesWhereTheJobReleasedAWorkerAreExcluded) {
@@ -237,7 +282,7 @@ TEST(TrainerArgs, TheTrainerAcceptsTheOperatorsCommandLine) {
     EXPECT_EQ(flags->steps, 600);
     EXPECT_EQ(flags->model.hidden, 16);  // the user's args
     EXPECT_EQ(flags->job, "team-a/mixed-gpus");
-    EXPECT_EQ(flags->device, cpu ? trainer::DeviceKind::kCpu : trainer::DeviceKind::kAuto);
+    EXPECT_EQ(flags->device, cpu ? trainer::DeviceKind::kCpu : trainer::DeviceKind::kCuda);
   }
 }
 
@@ -375,9 +420,10 @@ TEST(TrainerPodTemplate, EveryTemplateFieldAppearsOnTheTrainerPod) {
   EXPECT_EQ(trainer["volumeMounts"][2], user_trainer["volumeMounts"][1]);
   // The operator's env, spec.env, then the template's (valueFrom kept).
   EXPECT_EQ(trainer["env"][3]["name"], "FULCRUM_COORDINATOR");
-  EXPECT_EQ(trainer["env"][4]["name"], "OMP_NUM_THREADS");
-  EXPECT_EQ(trainer["env"][5], user_trainer["env"][0]);
-  EXPECT_EQ(trainer["env"][6], user_trainer["env"][1]);
+  EXPECT_EQ(trainer["env"][4]["name"], "FULCRUM_IMAGE");
+  EXPECT_EQ(trainer["env"][5]["name"], "OMP_NUM_THREADS");
+  EXPECT_EQ(trainer["env"][6], user_trainer["env"][0]);
+  EXPECT_EQ(trainer["env"][7], user_trainer["env"][1]);
   EXPECT_EQ(trainer["envFrom"], user_trainer["envFrom"]);
   EXPECT_EQ(trainer["securityContext"], user_trainer["securityContext"]);
   EXPECT_EQ(trainer["resources"]["requests"],
@@ -400,7 +446,7 @@ TEST(TrainerPodTemplate, EveryTemplateFieldAppearsOnTheTrainerPod) {
                                            ["preferredDuringSchedulingIgnoredDuringExecution"][0]));
   // Still the operator's.
   EXPECT_EQ(spec["restartPolicy"], "Never");
-  EXPECT_EQ(trainer["image"], "fulcrum-trainer");
+  EXPECT_EQ(trainer["image"], "fulcrum-trainer-cuda");
   EXPECT_EQ(FlagValue(Args(pod), "--job"), "team-a/mixed-gpus");
 }
 
@@ -532,9 +578,9 @@ TEST(TrainerPodTemplate, TheOperatorsLabelsEnvVolumeAndGpusCannotBeOverridden) {
   EXPECT_FALSE(Trainer(cpu)["resources"].contains("limits"));
   // With another vendor's resource configured, that one is the operator's.
   options.keys.resource = "amd.com/gpu";
-  job.gpus_per_worker = 2;
+  job.gpus_per_worker = 1;
   job.pod_template.requests = {{"amd.com/gpu", "8"}};
-  EXPECT_EQ(Trainer(TrainerPod(job, 0, options))["resources"]["requests"]["amd.com/gpu"], "2");
+  EXPECT_EQ(Trainer(TrainerPod(job, 0, options))["resources"]["requests"]["amd.com/gpu"], "1");
 }
 
 TEST(TrainerPodTemplate, TrainersGetCpuAndMemoryRequestsWhenTheTemplateSetsNone) {

@@ -597,3 +597,44 @@ TEST_F(JobReconcilerTest, ACheckpointPathOnAClaimIsShared) {
 
 }  // namespace
 }  // namespace fulcrum::controller
+
+namespace fulcrum::controller {
+namespace {
+
+TEST_F(JobReconcilerTest, AGpuTheCudaImageCannotRunGetsNoWorkerAndAnEventSaysWhy) {
+  nlohmann::json v100 = GpuNodeObject("v100-0");
+  v100["metadata"]["labels"]["nvidia.com/gpu.product"] = "Tesla-V100-SXM2-16GB";
+  inventory.Upsert(v100);
+  nlohmann::json job = Job();
+  job["spec"]["replicas"] = {{"min", 1}, {"max", 3}};
+  Store(jobs, job);
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  EXPECT_EQ(writer.CreatedPods().size(), 2u) << "the two A100s, not the V100";
+  ASSERT_THAT(writer.events, Contains(Field(&EventNote::reason, "GpuNotSupported")));
+  for (const EventNote& event : writer.events) {
+    if (event.reason != "GpuNotSupported") continue;
+    EXPECT_THAT(event.note, HasSubstr("Tesla-V100-SXM2-16GB (compute capability 7.0)"));
+    EXPECT_THAT(event.note, HasSubstr("7.5 and newer"));
+  }
+  for (const Write& write : writer.Of("create")) {
+    if (write.resource != "pods") continue;
+    EXPECT_THAT(write.body["spec"]["affinity"].dump(), HasSubstr("Tesla-V100-SXM2-16GB"))
+        << "the pod's affinity keeps it off the V100";
+  }
+}
+
+TEST_F(JobReconcilerTest, OnEmulatedGpusEveryProductTakesWorkers) {
+  nlohmann::json v100 = GpuNodeObject("v100-0");
+  v100["metadata"]["labels"]["nvidia.com/gpu.product"] = "Tesla-V100-SXM2-16GB";
+  inventory.Upsert(v100);
+  options.emulated_gpus = true;
+  nlohmann::json job = Job();
+  job["spec"]["replicas"] = {{"min", 1}, {"max", 3}};
+  Store(jobs, job);
+  ASSERT_TRUE(Reconciler().Reconcile(kKey).ok());
+  EXPECT_EQ(writer.CreatedPods().size(), 3u);
+  EXPECT_THAT(writer.EventReasons(), Not(Contains("GpuNotSupported")));
+}
+
+}  // namespace
+}  // namespace fulcrum::controller

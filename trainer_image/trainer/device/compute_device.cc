@@ -37,18 +37,28 @@ std::unique_ptr<ComputeDevice> OpenCpuDevice() {
   return std::make_unique<CpuDevice>();
 }
 
-Result<std::unique_ptr<ComputeDevice>> OpenComputeDevice(DeviceKind kind, int index) {
+std::string DeviceWhere(const std::string& node, const std::string& image) {
+  std::string where;
+  if (!node.empty()) where = " on node " + node;
+  if (!image.empty()) where += " (image " + image + ")";
+  return where;
+}
+
+Result<std::unique_ptr<ComputeDevice>> OpenComputeDevice(DeviceKind kind, int index,
+                                                         const std::string& where) {
   if (kind == DeviceKind::kCpu) return OpenCpuDevice();
 #if FULCRUM_TORCH_CUDA
   if (kind == DeviceKind::kAuto && !torch::cuda::is_available()) return OpenCpuDevice();
-  return OpenCudaDevice(index);
+  return OpenCudaDevice(index, where);
 #else
   (void)index;
   if (kind == DeviceKind::kAuto) return OpenCpuDevice();
   return InvalidArgument("--device",
-                         "this fulcrum-trainer was built without CUDA (Debian's CPU libtorch); "
-                         "use --device cpu, or the CUDA build (FULCRUM_WITH_CUDA=ON, "
-                         "trainer_image/Dockerfile.cuda)");
+                         "cuda was asked for" + where +
+                             " but this fulcrum-trainer was built without CUDA (Debian's CPU "
+                             "libtorch): GPU jobs need the CUDA image (trainer_image/"
+                             "Dockerfile.cuda, the chart's trainerCudaImage); use --device cpu "
+                             "only for CPU training");
 #endif
 }
 

@@ -54,12 +54,17 @@ class ComputeDevice {
 };
 
 // kAuto picks CUDA when this build has it and a device is visible, else the CPU. Asking for
-// CUDA where there is none is an error naming --device.
-Result<std::unique_ptr<ComputeDevice>> OpenComputeDevice(DeviceKind kind, int index);
+// CUDA where there is none is an error naming --device and `where` (the node and the image, so
+// a pod on the wrong node or with the CPU image says so).
+Result<std::unique_ptr<ComputeDevice>> OpenComputeDevice(DeviceKind kind, int index,
+                                                         const std::string& where = "");
 
 std::unique_ptr<ComputeDevice> OpenCpuDevice();
 #if FULCRUM_TORCH_CUDA
-Result<std::unique_ptr<ComputeDevice>> OpenCudaDevice(int index);
+Result<std::unique_ptr<ComputeDevice>> OpenCudaDevice(int index, const std::string& where = "");
 #endif
+
+// "on node N (image I)" for device errors; parts that are empty are left out.
+std::string DeviceWhere(const std::string& node, const std::string& image);
 
 }  // namespace fulcrum::trainer

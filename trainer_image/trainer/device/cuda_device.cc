@@ -89,12 +89,14 @@ class CudaDevice final : public ComputeDevice {
 
 }  // namespace
 
-Result<std::unique_ptr<ComputeDevice>> OpenCudaDevice(int index) {
+Result<std::unique_ptr<ComputeDevice>> OpenCudaDevice(int index, const std::string& where) {
   const int count = c10::cuda::device_count();
   if (count == 0) {
     return InvalidArgument("--device",
-                           "cuda was asked for but no CUDA device is visible (driver, "
-                           "CUDA_VISIBLE_DEVICES or nvidia.com/gpu request); use --device cpu");
+                           "cuda was asked for but no CUDA device is visible" + where +
+                               ": the pod needs a GPU node's nvidia.com/gpu and the NVIDIA "
+                               "container runtime (NVIDIA_VISIBLE_DEVICES, the driver); use "
+                               "--device cpu only for CPU training");
   }
   if (index < 0 || index >= count) {
     return InvalidArgument("--device-index", "must be in [0, " + std::to_string(count) +

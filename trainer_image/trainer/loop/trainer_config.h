@@ -29,6 +29,8 @@ struct TrainerConfig {
   bool coordinator_insecure = false;
   std::string pod;   // default: <hostname>-<pid>
   std::string node;  // default: hostname
+  // The image this trainer runs (FULCRUM_IMAGE, set by the operator), named in device errors.
+  std::string image;
   std::string gpu_product = "cpu";
   int rank = 0;                    // static group only
   int world_size = 1;              // static group only

@@ -232,8 +232,8 @@ ModelOptions Trainer::ModelFor(const Dataset& dataset) const {
 Status Trainer::Init() {
   KeepFreedCpuMemory(job());
   torch::set_num_threads(config_.threads);
-  Result<std::unique_ptr<ComputeDevice>> compute =
-      OpenComputeDevice(config_.device, config_.device_index);
+  Result<std::unique_ptr<ComputeDevice>> compute = OpenComputeDevice(
+      config_.device, config_.device_index, DeviceWhere(config_.node, config_.image));
   if (!compute.ok()) return compute.error();
   compute_ = std::move(*compute);
   const bool on_cuda = compute_->device().is_cuda();
