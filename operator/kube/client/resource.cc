@@ -44,6 +44,12 @@ ResourceType ConfigMaps() {
 ResourceType Secrets() {
   return {"", "v1", "secrets", true};
 }
+ResourceType PersistentVolumeClaims() {
+  return {"", "v1", "persistentvolumeclaims", true};
+}
+ResourceType PersistentVolumes() {
+  return {"", "v1", "persistentvolumes", false};
+}
 ResourceType Services() {
   return {"", "v1", "services", true};
 }

@@ -39,6 +39,8 @@ ResourceType Nodes();
 ResourceType Leases();
 ResourceType ServiceAccounts();
 ResourceType Events();  // events.k8s.io/v1
+ResourceType PersistentVolumeClaims();
+ResourceType PersistentVolumes();  // cluster-scoped
 }  // namespace resources
 
 }  // namespace fulcrum::kube

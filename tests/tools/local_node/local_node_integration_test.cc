@@ -387,6 +387,42 @@ TEST_F(LocalNodeTest, AnUnsupportedVolumeFailsThatPodNamingTheVolumeAndOthersKee
   EXPECT_TRUE(ProcessAlive(RecordedPid("steady")));
 }
 
+TEST_F(LocalNodeTest, AClaimBoundByTheControllerManagerIsMountedFromItsHostPathVolume) {
+  // A PersistentVolume on a host folder and a claim that kube-controller-manager's binder
+  // binds to it; a pod that waits for the claim then writes through it.
+  const std::string volume = ns_.substr(0, 40) + "-pv";
+  const std::string folder = host_dir_ + "/pv";
+  std::filesystem::create_directories(folder);
+  Apply({{"apiVersion", "v1"},
+         {"kind", "PersistentVolume"},
+         {"metadata", {{"name", volume}}},
+         {"spec",
+          {{"capacity", {{"storage", "1Gi"}}},
+           {"accessModes", {"ReadWriteMany"}},
+           {"storageClassName", ""},
+           {"claimRef", {{"namespace", ns_}, {"name", "checkpoints"}}},
+           {"hostPath", {{"path", folder}, {"type", "Directory"}}}}}});
+  nlohmann::json pod = ShellPod("writer", "A100-SXM4-40GB", "echo step-7 > /checkpoints/latest");
+  pod["spec"]["volumes"].push_back(
+      {{"name", "checkpoints"}, {"persistentVolumeClaim", {{"claimName", "checkpoints"}}}});
+  pod["spec"]["containers"][0]["volumeMounts"].push_back(
+      {{"name", "checkpoints"}, {"mountPath", "/checkpoints"}});
+  Apply(pod);
+  // The scheduler holds the pod while its claim does not exist.
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(Phase("writer"), "Pending");
+  Apply({{"apiVersion", "v1"},
+         {"kind", "PersistentVolumeClaim"},
+         {"metadata", {{"name", "checkpoints"}, {"namespace", ns_}}},
+         {"spec",
+          {{"accessModes", {"ReadWriteMany"}},
+           {"storageClassName", ""},
+           {"resources", {{"requests", {{"storage", "1Gi"}}}}}}}});
+  ASSERT_TRUE(WaitForPhase("writer", "Succeeded", 120s)) << GetPod("writer").dump(1);
+  EXPECT_EQ(ReadFile(folder + "/latest"), "step-7\n");
+  Cluster().Kubectl("delete persistentvolume " + volume + " --wait=false");
+}
+
 TEST_F(LocalNodeTest, ChangingTheSlowdownLabelChangesTheFileARunningProcessSees) {
   Apply(ShellPod("watcher", "Tesla-T4",
                  "while true; do cat $FULCRUM_SLOWDOWN_FILE > /record/seen.tmp; "

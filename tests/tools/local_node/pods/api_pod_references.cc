@@ -10,6 +10,15 @@ Result<nlohmann::json> ApiPodReferences::ConfigMap(std::string_view ns, std::str
   return client_->Get(kube::resources::ConfigMaps(), ns, name);
 }
 
+Result<nlohmann::json> ApiPodReferences::PersistentVolumeClaim(std::string_view ns,
+                                                               std::string_view name) {
+  return client_->Get(kube::resources::PersistentVolumeClaims(), ns, name);
+}
+
+Result<nlohmann::json> ApiPodReferences::PersistentVolume(std::string_view name) {
+  return client_->Get(kube::resources::PersistentVolumes(), "", name);
+}
+
 Result<std::string> ApiPodReferences::ServiceAccountToken(std::string_view ns,
                                                           std::string_view service_account,
                                                           const std::vector<std::string>& audiences,

@@ -14,6 +14,8 @@ class ApiPodReferences final : public PodReferences {
   explicit ApiPodReferences(std::shared_ptr<kube::ApiClient> client) : client_(std::move(client)) {}
   Result<nlohmann::json> Secret(std::string_view ns, std::string_view name) override;
   Result<nlohmann::json> ConfigMap(std::string_view ns, std::string_view name) override;
+  Result<nlohmann::json> PersistentVolumeClaim(std::string_view ns, std::string_view name) override;
+  Result<nlohmann::json> PersistentVolume(std::string_view name) override;
   Result<std::string> ServiceAccountToken(std::string_view ns, std::string_view service_account,
                                           const std::vector<std::string>& audiences,
                                           std::int64_t expiration_seconds,

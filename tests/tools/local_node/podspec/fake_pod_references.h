@@ -45,6 +45,19 @@ class FakePodReferences : public PodReferences {
     config_maps_[ns + "/" + name] = std::move(object);
   }
 
+  // A claim bound to `volume` (empty: Pending), and a PersistentVolume with `source`
+  // ({"hostPath": {...}} or {"local": {...}}).
+  void AddClaim(const std::string& ns, const std::string& name, const std::string& volume) {
+    nlohmann::json claim = {{"metadata", {{"name", name}, {"namespace", ns}}},
+                            {"spec", nlohmann::json::object()},
+                            {"status", {{"phase", volume.empty() ? "Pending" : "Bound"}}}};
+    if (!volume.empty()) claim["spec"]["volumeName"] = volume;
+    claims_[ns + "/" + name] = std::move(claim);
+  }
+  void AddPersistentVolume(const std::string& name, nlohmann::json source) {
+    volumes_["/" + name] = {{"metadata", {{"name", name}}}, {"spec", std::move(source)}};
+  }
+
   void SetRawSecret(const std::string& ns, const std::string& name, nlohmann::json object) {
     secrets_[ns + "/" + name] = std::move(object);
   }
@@ -60,6 +73,13 @@ class FakePodReferences : public PodReferences {
   }
   Result<nlohmann::json> ConfigMap(std::string_view ns, std::string_view name) override {
     return Find(config_maps_, "ConfigMap", ns, name);
+  }
+  Result<nlohmann::json> PersistentVolumeClaim(std::string_view ns,
+                                               std::string_view name) override {
+    return Find(claims_, "PersistentVolumeClaim", ns, name);
+  }
+  Result<nlohmann::json> PersistentVolume(std::string_view name) override {
+    return Find(volumes_, "PersistentVolume", "", name);
   }
   Result<std::string> ServiceAccountToken(std::string_view ns, std::string_view service_account,
                                           const std::vector<std::string>& audiences,
@@ -88,6 +108,8 @@ class FakePodReferences : public PodReferences {
 
   std::map<std::string, nlohmann::json> secrets_;
   std::map<std::string, nlohmann::json> config_maps_;
+  std::map<std::string, nlohmann::json> claims_;
+  std::map<std::string, nlohmann::json> volumes_;
   std::optional<Error> failure_;
   std::string token_ = "token-1";
   std::vector<TokenRequest> token_requests_;

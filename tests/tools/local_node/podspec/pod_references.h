@@ -1,7 +1,7 @@
 // The API objects a pod's spec refers to (Secrets, ConfigMaps, service-account
-// tokens), read through this small interface so that building a container's
-// environment and volumes is plain logic, testable without an API server.
-// The agent implements it with API reads, as kubelet does.
+// tokens, PersistentVolumeClaims and their PersistentVolumes), read through this small interface so
+// that building a container's environment and volumes is plain logic, testable without an API
+// server. The agent implements it with API reads, as kubelet does.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,10 @@ class PodReferences {
   // The object as the API returns it; an Error with ErrorCode::kNotFound when it does not exist.
   virtual Result<nlohmann::json> Secret(std::string_view ns, std::string_view name) = 0;
   virtual Result<nlohmann::json> ConfigMap(std::string_view ns, std::string_view name) = 0;
+  // A claim, and the volume it is bound to (persistentVolumeClaim volumes).
+  virtual Result<nlohmann::json> PersistentVolumeClaim(std::string_view ns,
+                                                       std::string_view name) = 0;
+  virtual Result<nlohmann::json> PersistentVolume(std::string_view name) = 0;
   // A token for `service_account` (the TokenRequest API), bound to the pod.
   virtual Result<std::string> ServiceAccountToken(std::string_view ns,
                                                   std::string_view service_account,

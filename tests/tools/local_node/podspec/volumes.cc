@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kSupportedVolumeTypes =
     "secret, configMap, downwardAPI, projected (secret, configMap, downwardAPI, "
-    "serviceAccountToken), emptyDir, hostPath";
+    "serviceAccountToken), emptyDir, hostPath, persistentVolumeClaim (bound to a hostPath or "
+    "local PersistentVolume)";
 // The API server's defaults, for objects written by hand without them.
 constexpr fs::perms kDefaultMode = static_cast<fs::perms>(0644);
 constexpr std::int64_t kDefaultTokenExpirationSeconds = 3600;
@@ -258,6 +259,69 @@ Result<void> CheckHostPath(const fs::path& path, const std::string& type,
                              "Directory, FileOrCreate, File, Socket, CharDevice or BlockDevice");
 }
 
+// A persistentVolumeClaim volume: the claim must be Bound (by kube-controller-manager's
+// binder) to a PersistentVolume whose directory is on this host, a hostPath or a local
+// volume; the pod then sees that directory, as kubelet bind-mounts it. An unbound claim is
+// a FailedPrecondition (kubelet keeps such a pod ContainerCreating and retries).
+Result<PreparedVolume> PrepareClaim(ProjectionContext& context, const nlohmann::json& source,
+                                    const std::string& name, const std::string& field) {
+  const std::string claim_name = StringMember(source, "claimName");
+  if (claim_name.empty()) {
+    return InvalidArgument(field + ".claimName", "is required; name the PersistentVolumeClaim");
+  }
+  const std::string claim_ref = "PersistentVolumeClaim " + context.ns + "/" + claim_name;
+  const auto unavailable = [&](const std::string& why) {
+    return Error{ErrorCode::kFailedPrecondition, claim_ref + " " + why, field + ".claimName"};
+  };
+  Result<nlohmann::json> claim = context.references.PersistentVolumeClaim(context.ns, claim_name);
+  if (!claim.ok()) {
+    if (claim.error().code == ErrorCode::kNotFound) return unavailable("does not exist; create it");
+    return claim.error();
+  }
+  const std::string phase = StringMember(ObjectMember(*claim, "status"), "phase");
+  const std::string volume_name = StringMember(ObjectMember(*claim, "spec"), "volumeName");
+  if (phase != "Bound" || volume_name.empty()) {
+    return unavailable("is " + (phase.empty() ? std::string("Pending") : phase) +
+                       ", not bound to a PersistentVolume yet; create a PersistentVolume that "
+                       "matches it (capacity, access modes, storageClassName)");
+  }
+  Result<nlohmann::json> volume = context.references.PersistentVolume(volume_name);
+  if (!volume.ok()) {
+    if (volume.error().code == ErrorCode::kNotFound) {
+      return unavailable("is bound to PersistentVolume " + volume_name + ", which does not exist");
+    }
+    return volume.error();
+  }
+  const nlohmann::json& spec = ObjectMember(*volume, "spec");
+  const std::string volume_field = "PersistentVolume " + volume_name + " spec";
+  fs::path path;
+  if (const nlohmann::json* host_path = Member(spec, "hostPath")) {
+    path = StringMember(*host_path, "path");
+    if (Result<void> checked =
+            CheckHostPath(path, StringMember(*host_path, "type"), volume_field + ".hostPath");
+        !checked.ok()) {
+      return checked.error();
+    }
+  } else if (const nlohmann::json* local = Member(spec, "local")) {
+    path = StringMember(*local, "path");
+    std::error_code error;
+    if (!fs::exists(path, error)) {  // kubelet's local plugin mounts only what exists
+      return Error{ErrorCode::kFailedPrecondition,
+                   "local volume path " + path.string() + " does not exist on the host; create it",
+                   volume_field + ".local.path"};
+    }
+  } else {
+    return InvalidArgument(field + ".claimName",
+                           claim_ref + " is bound to PersistentVolume " + volume_name +
+                               ", which is neither hostPath nor local; fulcrum-local-node runs "
+                               "pods as local processes and mounts only those");
+  }
+  if (path.empty() || !path.is_absolute()) {
+    return InvalidArgument(volume_field, "\"" + path.string() + "\" must be an absolute path");
+  }
+  return PreparedVolume{name, path, BoolMember(source, "readOnly")};
+}
+
 Result<PreparedVolume> PrepareVolume(ProjectionContext& context, const nlohmann::json& volume,
                                      const std::string& name, const fs::path& volumes_dir,
                                      const std::string& field) {
@@ -306,6 +370,7 @@ Result<PreparedVolume> PrepareVolume(ProjectionContext& context, const nlohmann:
     }
     return PreparedVolume{name, fs::path(path), /*read_only=*/false};
   }
+  if (type == "persistentVolumeClaim") return PrepareClaim(context, source, name, source_field);
   return InvalidArgument(field,
                          "type \"" + (type.empty() ? std::string("(none)") : type) +
                              "\" is not supported by fulcrum-local-node, which runs pods as local "

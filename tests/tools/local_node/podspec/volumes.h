@@ -4,7 +4,8 @@
 // serviceAccountToken, clusterTrustBundle excluded) become files under
 // `pod_dir/volumes/<name>` with their keys/items, paths and modes; emptyDir a
 // directory there (medium Memory too: it is not a tmpfs here); hostPath the
-// host's path itself, checked against its `type`.
+// host's path itself, checked against its `type`; persistentVolumeClaim the
+// directory of the hostPath or local PersistentVolume the claim is bound to.
 #pragma once
 
 #include <filesystem>
@@ -35,10 +36,12 @@ struct BindMount {
 // Writes every volume of `pod` under `pod_dir/volumes/`. Re-running it refreshes
 // file contents (secret and configMap volumes follow their objects). Errors name
 // the field (`spec.volumes[2]`) and the volume:
-// - a volume type this agent does not support (nfs, persistentVolumeClaim, ...):
-//   kInvalidArgument, saying which types are supported (the pod must fail);
+// - a volume type this agent does not support (nfs, iscsi, ...), or a claim bound to a
+//   PersistentVolume of such a type: kInvalidArgument, saying which types are supported
+//   (the pod must fail);
 // - a missing Secret/ConfigMap/key that is not optional, a hostPath whose `type`
-//   check fails: kFailedPrecondition (kubelet keeps the pod ContainerCreating and retries).
+//   check fails, a claim that is missing or not yet Bound: kFailedPrecondition (kubelet
+//   keeps the pod ContainerCreating and retries).
 Result<std::vector<PreparedVolume>> PrepareVolumes(const nlohmann::json& pod,
                                                    const PodRuntimeFacts& facts,
                                                    PodReferences& references,

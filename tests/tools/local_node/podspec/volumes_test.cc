@@ -291,15 +291,77 @@ TEST_F(VolumesTest, RefusesAModeOutsideThePermissionBits) {
 }
 
 TEST_F(VolumesTest, AnUnsupportedVolumeTypeNamesTheVolumeAndTheType) {
-  Result<std::vector<PreparedVolume>> volumes = Prepare(
-      Json::array({{{"name", "scratch"}, {"emptyDir", Json::object()}},
-                   {{"name", "data"}, {"persistentVolumeClaim", {{"claimName", "data"}}}}}));
+  Result<std::vector<PreparedVolume>> volumes =
+      Prepare(Json::array({{{"name", "scratch"}, {"emptyDir", Json::object()}},
+                           {{"name", "data"}, {"nfs", {{"server", "nas"}, {"path", "/data"}}}}}));
   ASSERT_FALSE(volumes.ok());
   EXPECT_EQ(volumes.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(volumes.error().field, "spec.volumes[1]");
   EXPECT_THAT(volumes.error().message, HasSubstr("volume \"data\""));
-  EXPECT_THAT(volumes.error().message, HasSubstr("\"persistentVolumeClaim\" is not supported"));
-  EXPECT_THAT(volumes.error().message, HasSubstr("emptyDir, hostPath"));
+  EXPECT_THAT(volumes.error().message, HasSubstr("\"nfs\" is not supported"));
+  EXPECT_THAT(volumes.error().message, HasSubstr("emptyDir, hostPath, persistentVolumeClaim"));
+}
+
+Json ClaimVolume(const std::string& claim, bool read_only = false) {
+  return Json::array(
+      {{{"name", "data"},
+        {"persistentVolumeClaim", {{"claimName", claim}, {"readOnly", read_only}}}}});
+}
+
+TEST_F(VolumesTest, AClaimIsTheDirectoryOfTheHostPathOrLocalVolumeItIsBoundTo) {
+  fs::create_directories(root_ / "pv-host");
+  fs::create_directories(root_ / "pv-local");
+  references_.AddPersistentVolume("pv-host",
+                                  {{"hostPath", {{"path", (root_ / "pv-host").string()}}}});
+  references_.AddPersistentVolume("pv-local",
+                                  {{"local", {{"path", (root_ / "pv-local").string()}}}});
+  references_.AddClaim("jobs", "checkpoints", "pv-host");
+  references_.AddClaim("jobs", "dataset", "pv-local");
+  Result<std::vector<PreparedVolume>> host = Prepare(ClaimVolume("checkpoints"));
+  ASSERT_TRUE(host.ok()) << host.error().ToString();
+  EXPECT_EQ((*host)[0].host_path, root_ / "pv-host");
+  EXPECT_FALSE((*host)[0].read_only);
+  Result<std::vector<PreparedVolume>> local = Prepare(ClaimVolume("dataset", true));
+  ASSERT_TRUE(local.ok()) << local.error().ToString();
+  EXPECT_EQ((*local)[0].host_path, root_ / "pv-local");
+  EXPECT_TRUE((*local)[0].read_only);
+}
+
+TEST_F(VolumesTest, AMissingOrUnboundClaimIsAFailedPreconditionNamingTheClaim) {
+  Result<std::vector<PreparedVolume>> missing = Prepare(ClaimVolume("checkpoints"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(missing.error().field, "spec.volumes[0].persistentVolumeClaim.claimName");
+  EXPECT_THAT(missing.error().message,
+              HasSubstr("PersistentVolumeClaim jobs/checkpoints does not exist"));
+  references_.AddClaim("jobs", "checkpoints", "");
+  Result<std::vector<PreparedVolume>> pending = Prepare(ClaimVolume("checkpoints"));
+  ASSERT_FALSE(pending.ok());
+  EXPECT_EQ(pending.error().code, ErrorCode::kFailedPrecondition);
+  EXPECT_THAT(pending.error().message, HasSubstr("is Pending, not bound"));
+  references_.AddClaim("jobs", "checkpoints", "pv-gone");
+  EXPECT_THAT(Prepare(ClaimVolume("checkpoints")).error().message,
+              HasSubstr("bound to PersistentVolume pv-gone, which does not exist"));
+}
+
+TEST_F(VolumesTest, AClaimBoundToAVolumeThatIsNotOnThisHostIsRefused) {
+  references_.AddPersistentVolume("pv-nfs", {{"nfs", {{"server", "nas"}, {"path", "/x"}}}});
+  references_.AddClaim("jobs", "shared", "pv-nfs");
+  Result<std::vector<PreparedVolume>> volumes = Prepare(ClaimVolume("shared"));
+  ASSERT_FALSE(volumes.ok());
+  EXPECT_EQ(volumes.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(volumes.error().message, HasSubstr("neither hostPath nor local"));
+  // A local volume's directory must exist; a hostPath's is checked against its type.
+  references_.AddPersistentVolume("pv-local", {{"local", {{"path", (root_ / "absent").string()}}}});
+  references_.AddClaim("jobs", "shared", "pv-local");
+  EXPECT_EQ(Prepare(ClaimVolume("shared")).error().field,
+            "PersistentVolume pv-local spec.local.path");
+  references_.AddPersistentVolume(
+      "pv-host",
+      {{"hostPath", {{"path", (root_ / "new").string()}, {"type", "DirectoryOrCreate"}}}});
+  references_.AddClaim("jobs", "shared", "pv-host");
+  ASSERT_TRUE(Prepare(ClaimVolume("shared")).ok());
+  EXPECT_TRUE(fs::is_directory(root_ / "new"));
 }
 
 TEST_F(VolumesTest, EmptyDirIsADirectoryWhoseContentsSurviveARefresh) {
