@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/rfc3339.h"
+
 namespace fulcrum::controller {
 namespace {
 
@@ -93,7 +95,7 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
       if (!Recorded(world.failures, pod.uid)) {
         decisions.new_failures.push_back(
             {pod.name, pod.uid, pod.failure_reason.empty() ? "Failed" : pod.failure_reason,
-             Rfc3339(world.now)});
+             FormatRfc3339(world.now)});
       }
       decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kFailed});
       continue;
@@ -174,7 +176,7 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
     const std::string& last =
         (decisions.new_failures.empty() ? world.failures.back() : decisions.new_failures.back())
             .time;
-    const auto failed_at = ParseRfc3339(last).value_or(world.now);
+    const auto failed_at = ParseRfc3339(last, "status.workerFailures.time").value_or(world.now);
     const auto ready_at = failed_at + ReplacementBackoff(failures);
     if (world.now < ready_at) {
       decisions.retry_after =

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "operator/kube/client/micro_time.h"
+#include "common/rfc3339.h"
 
 namespace fulcrum::kube {
 namespace {
@@ -91,7 +91,7 @@ void EventRecorder::Send(const Pending& pending) {
   const std::string object = ReferenceKey(pending.regarding_reference);
   const std::string type = pending.type == EventType::kWarning ? "Warning" : "Normal";
   const Key key{object, pending.reason, pending.action, type};
-  const std::string observed = FormatMicroTime(pending.observed);
+  const std::string observed = FormatRfc3339(pending.observed, TimePrecision::kMicroseconds);
   const ResourceType events = resources::Events();
   if (!BucketFor(object).TryAccept()) {
     log_.Info("event rate limit reached; dropping event",

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <thread>
 
-#include "operator/kube/client/micro_time.h"
+#include "common/rfc3339.h"
 #include "operator/kube/util/backoff.h"
 
 namespace fulcrum::kube {
@@ -80,7 +80,7 @@ void LeaderElector::Observe(const nlohmann::json& spec) {
 
 bool LeaderElector::TryAcquireOrRenew() {
   const ResourceType leases = resources::Leases();
-  const std::string now = FormatMicroTime(config_.clock->WallNow());
+  const std::string now = FormatRfc3339(config_.clock->WallNow(), TimePrecision::kMicroseconds);
   const int duration_seconds =
       static_cast<int>(std::ceil(static_cast<double>(config_.lease_duration.count()) / 1000.0));
   nlohmann::json desired = {{"holderIdentity", config_.identity},
@@ -173,7 +173,8 @@ void LeaderElector::Release() {
     return;
   }
   auto released =
-      ReleasedLease(*current, config_.identity, FormatMicroTime(config_.clock->WallNow()));
+      ReleasedLease(*current, config_.identity,
+                    FormatRfc3339(config_.clock->WallNow(), TimePrecision::kMicroseconds));
   if (!released) return;
   auto updated = client_->Update(leases, config_.lease_namespace, *released);
   if (updated.ok()) {
