@@ -1,5 +1,6 @@
 #include "operator/kube/protobuf/transcoder.h"
 
+#include <absl/strings/escaping.h>
 #include <google/protobuf/descriptor.pb.h>
 
 #include <algorithm>
@@ -26,27 +27,7 @@ Error Malformed(const Descriptor& type, std::string_view why) {
 }
 
 std::string Base64(std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string text;
-  text.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const auto n = static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[i]) << 16 |
-                                              static_cast<std::uint8_t>(bytes[i + 1]) << 8 |
-                                              static_cast<std::uint8_t>(bytes[i + 2]));
-    for (int shift : {18, 12, 6, 0}) text.push_back(kAlphabet[(n >> shift) & 63]);
-  }
-  if (i < bytes.size()) {
-    std::uint32_t n = static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[i])) << 16;
-    if (i + 1 < bytes.size())
-      n |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[i + 1])) << 8;
-    text.push_back(kAlphabet[(n >> 18) & 63]);
-    text.push_back(kAlphabet[(n >> 12) & 63]);
-    text.push_back(i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=');
-    text.push_back('=');
-  }
-  return text;
+  return absl::Base64Escape(absl::string_view(bytes.data(), bytes.size()));
 }
 
 bool WireTypeFits(const FieldDescriptor& field, WireType wire) {
