@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/backoff.h"
 #include "common/rfc3339.h"
 
 namespace fulcrum::controller {
@@ -61,12 +62,11 @@ std::string_view ToString(RemovalReason reason) {
 }
 
 std::chrono::milliseconds ReplacementBackoff(std::size_t failures) {
-  constexpr std::chrono::milliseconds kFirst{10'000};
-  constexpr std::chrono::milliseconds kMax{360'000};
+  constexpr BackoffPolicy kJobController{.initial = std::chrono::seconds(10),
+                                         .max = std::chrono::minutes(6)};
   if (failures == 0) return std::chrono::milliseconds{0};
-  std::chrono::milliseconds delay = kFirst;
-  for (std::size_t i = 1; i < failures && delay < kMax; ++i) delay *= 2;
-  return std::min(delay, kMax);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      kJobController.DelayAt(static_cast<int>(std::min<std::size_t>(failures - 1, 64))));
 }
 
 WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {

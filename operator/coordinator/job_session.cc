@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "common/backoff.h"
 #include "common/log.h"
 #include "operator/balancer/planner.h"
 
@@ -138,12 +139,8 @@ Clock::duration JobSession::HangTimeoutOf(Member& member, Clock::time_point now)
     --member.hang_strikes;
     member.last_hang_strike += kHangStrikeDecay;
   }
-  Clock::duration timeout = config_.hang_timeout;
-  for (int strike = 0; strike < member.hang_strikes && timeout < config_.heartbeat_timeout;
-       ++strike) {
-    timeout *= 2;
-  }
-  return std::min<Clock::duration>(timeout, config_.heartbeat_timeout);
+  return BackoffPolicy{.initial = config_.hang_timeout, .max = config_.heartbeat_timeout}.DelayAt(
+      member.hang_strikes);
 }
 
 void JobSession::FindHungMembers(Clock::time_point now) {
@@ -370,8 +367,9 @@ void JobSession::RetryFormation(Clock::time_point now, const std::string& reason
                                 const Error& error) {
   ++formation_failures_;
   formation_error_ = error.ToString();
-  const auto delay = std::min<Clock::duration>(
-      config_.settle * (int64_t{1} << std::min(formation_failures_, 16)), kMaxFormationRetryDelay);
+  const Clock::duration delay =
+      BackoffPolicy{.initial = config_.settle, .max = kMaxFormationRetryDelay}.DelayAt(
+          formation_failures_);
   log::Error(
       "coordinator", config_.name, "cannot form a generation; retrying",
       {{"error", formation_error_},

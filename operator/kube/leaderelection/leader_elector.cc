@@ -5,8 +5,8 @@
 #include <cmath>
 #include <thread>
 
+#include "common/backoff.h"
 #include "common/rfc3339.h"
-#include "operator/kube/util/backoff.h"
 
 namespace fulcrum::kube {
 namespace {
@@ -186,7 +186,8 @@ void LeaderElector::Release() {
 }
 
 void LeaderElector::SleepWithJitter(std::stop_token stop) {
-  config_.clock->SleepFor(Jitter(config_.retry_period, kJitterFactor, random_), std::move(stop));
+  config_.clock->SleepFor(Jittered(config_.retry_period, 1.0, 1.0 + kJitterFactor, random_),
+                          std::move(stop));
 }
 
 void LeaderElector::Run(std::stop_token stop) {
