@@ -76,14 +76,14 @@ void EventRecorder::Work(std::stop_token stop) {
   }
 }
 
-TokenBucket& EventRecorder::BucketFor(const std::string& object) {
+ClockedTokenBucket& EventRecorder::BucketFor(const std::string& object) {
   if (buckets_.size() > options_.prune_buckets_above && !buckets_.contains(object)) {
     std::erase_if(buckets_, [](const auto& entry) { return entry.second->IsFull(); });
   }
   auto& bucket = buckets_[object];
   if (!bucket)
-    bucket = std::make_unique<TokenBucket>(options_.qps_per_object, options_.burst_per_object,
-                                           options_.clock);
+    bucket = std::make_unique<ClockedTokenBucket>(options_.qps_per_object,
+                                                  options_.burst_per_object, options_.clock);
   return *bucket;
 }
 

@@ -12,7 +12,7 @@
 
 #include "common/backoff.h"
 #include "operator/kube/util/clock.h"
-#include "operator/kube/util/token_bucket.h"
+#include "operator/kube/util/clocked_token_bucket.h"
 
 namespace fulcrum::kube {
 
@@ -51,7 +51,7 @@ class BucketRateLimiter final : public RateLimiter {
   int NumRequeues(const std::string&) override { return 0; }
 
  private:
-  TokenBucket bucket_;
+  ClockedTokenBucket bucket_;
 };
 
 // The longest delay of several limiters.
