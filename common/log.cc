@@ -3,8 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <mutex>
+
+#include "common/rfc3339.h"
 
 namespace fulcrum::log {
 namespace {
@@ -32,20 +33,6 @@ Level ThresholdFromEnvironment() {
   return Level::kInfo;
 }
 
-std::string UtcTimestamp() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const auto millis =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[64];
-  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
-                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                static_cast<int>(millis));
-  return text;
-}
-
 }  // namespace
 
 void Write(Level level, std::string_view component, std::string_view job, std::string_view message,
@@ -54,7 +41,9 @@ void Write(Level level, std::string_view component, std::string_view job, std::s
   static const Level threshold = ThresholdFromEnvironment();
   if (level < threshold) return;
   nlohmann::json line = {
-      {"ts", UtcTimestamp()}, {"level", LevelName(level)}, {"component", component}};
+      {"ts", FormatRfc3339(std::chrono::system_clock::now(), TimePrecision::kMilliseconds)},
+      {"level", LevelName(level)},
+      {"component", component}};
   if (!job.empty()) line["job"] = job;
   line["msg"] = message;
   if (fields.is_object()) {

@@ -13,7 +13,7 @@
 namespace fulcrum {
 
 enum class ErrorCode {
-  kInvalidArgument,     // the caller's input is wrong; the message names the field
+  kInvalidArgument,  // the caller's input is wrong; the message names the field
   kNotFound,
   kAlreadyExists,
   kConflict,            // optimistic concurrency lost; re-read and retry
@@ -22,9 +22,9 @@ enum class ErrorCode {
   kUnauthenticated,
   kPermissionDenied,
   kResourceExhausted,
-  kUnavailable,         // transient; retry with backoff
+  kUnavailable,  // transient; retry with backoff
   kDeadlineExceeded,
-  kExpired,             // a version or cursor is too old (HTTP 410 Gone); start over from a fresh list
+  kExpired,  // a version or cursor is too old (HTTP 410 Gone); start over from a fresh list
   kInternal,
 };
 
@@ -48,21 +48,36 @@ inline Error MakeError(ErrorCode code, std::string message) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value)
+      : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
   Result(Error error) : state_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
 
   bool ok() const { return state_.index() == 0; }
   explicit operator bool() const { return ok(); }
 
-  const T& value() const& { assert(ok()); return std::get<0>(state_); }
-  T& value() & { assert(ok()); return std::get<0>(state_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(state_)); }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(state_);
+  }
+  T& value() & {
+    assert(ok());
+    return std::get<0>(state_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(state_));
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   const T* operator->() const { return &value(); }
   T* operator->() { return &value(); }
 
-  const Error& error() const { assert(!ok()); return std::get<1>(state_); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<1>(state_);
+  }
+  // The value, or `fallback` in place of the error: for inputs whose default is as good.
+  T value_or(T fallback) const& { return ok() ? value() : std::move(fallback); }
 
  private:
   std::variant<T, Error> state_;
@@ -76,7 +91,10 @@ class [[nodiscard]] Result<void> {
 
   bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  const Error& error() const { assert(!ok_); return error_; }
+  const Error& error() const {
+    assert(!ok_);
+    return error_;
+  }
 
  private:
   Error error_;
@@ -85,6 +103,8 @@ class [[nodiscard]] Result<void> {
 
 using Status = Result<void>;
 
-inline Status Ok() { return Status{}; }
+inline Status Ok() {
+  return Status{};
+}
 
 }  // namespace fulcrum

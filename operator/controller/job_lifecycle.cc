@@ -1,5 +1,6 @@
 #include "operator/controller/job_lifecycle.h"
 
+#include "common/rfc3339.h"
 #include "operator/controller/job_status.h"
 
 namespace fulcrum::controller {
@@ -10,8 +11,8 @@ std::optional<WorkerDecisions> DeadlineExceeded(const JobSpec& spec, const std::
                                                 const std::vector<WorkerPod>& pods,
                                                 SystemTime now) {
   if (!spec.active_deadline_seconds) return std::nullopt;
-  const std::optional<SystemTime> started = ParseRfc3339(start_time);
-  if (!started || now - *started < std::chrono::seconds(*spec.active_deadline_seconds)) {
+  const Result<SystemTime> started = ParseRfc3339(start_time, "status.startTime");
+  if (!started.ok() || now - *started < std::chrono::seconds(*spec.active_deadline_seconds)) {
     return std::nullopt;
   }
   WorkerDecisions decisions;
@@ -26,8 +27,8 @@ std::optional<WorkerDecisions> DeadlineExceeded(const JobSpec& spec, const std::
 
 TtlDecision DecideTtl(const JobSpec& spec, const std::string& completion_time, SystemTime now) {
   if (!spec.ttl_seconds_after_finished) return {};
-  const std::optional<SystemTime> completed = ParseRfc3339(completion_time);
-  if (!completed) return {};
+  const Result<SystemTime> completed = ParseRfc3339(completion_time, "status.completionTime");
+  if (!completed.ok()) return {};
   const SystemTime expires = *completed + std::chrono::seconds(*spec.ttl_seconds_after_finished);
   if (now >= expires) return {.delete_now = true, .check_after = std::nullopt};
   // Half a second late rather than early: the API server's clock rounds to whole seconds.
@@ -50,8 +51,9 @@ std::vector<WorkerPod> StopTimedOut(const std::vector<WorkerPod>& pods,
                                     const nlohmann::json& status, SystemTime now,
                                     milliseconds stop_grace) {
   std::vector<WorkerPod> late;
-  const std::optional<SystemTime> since = ParseRfc3339(SuspendedSince(status));
-  if (!since || now - *since <= stop_grace) return late;
+  const Result<SystemTime> since =
+      ParseRfc3339(SuspendedSince(status), "status.conditions[Suspended].lastTransitionTime");
+  if (!since.ok() || now - *since <= stop_grace) return late;
   for (const WorkerPod& pod : pods) {
     if (!pod.terminating && pod.phase == PodPhase::kRunning) late.push_back(pod);
   }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "common/rfc3339.h"
 #include "operator/balancer/policy_kind.h"
 #include "operator/controller/job_lifecycle.h"
 #include "operator/controller/job_status.h"
@@ -151,9 +152,10 @@ Result<ReconcileResult> JobReconciler::ReconcileInvalid(const nlohmann::json& jo
   state.observed_generation = job["metadata"].value("generation", int64_t{0});
   state.failed_reason = "InvalidSpec";
   state.failed_message = invalid.ToString() + ": fix the spec and re-create the job";
-  state.completion_time = Rfc3339(SystemClock::now());
+  state.completion_time = FormatRfc3339(SystemClock::now());
   writer_.Event(job, InvalidSpecEvent(state.failed_message));
-  auto written = status_.Write(job, BuildJobStatus(state, {}, status, Rfc3339(SystemClock::now())));
+  auto written =
+      status_.Write(job, BuildJobStatus(state, {}, status, FormatRfc3339(SystemClock::now())));
   if (!written.ok()) return written.error();
   return ReconcileResult{};
 }

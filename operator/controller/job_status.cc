@@ -1,12 +1,13 @@
 #include "operator/controller/job_status.h"
 
 #include <absl/strings/str_join.h>
-#include <absl/time/time.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
+
+#include "common/rfc3339.h"
 
 namespace fulcrum::controller {
 namespace {
@@ -35,8 +36,6 @@ nlohmann::json Carry(const Condition& condition, const nlohmann::json& previous,
           {"reason", condition.reason},  {"message", condition.message},
           {"lastTransitionTime", since}, {"observedGeneration", observed_generation}};
 }
-
-constexpr const char* kTimeFormat = "%Y-%m-%dT%H:%M:%SZ";
 
 struct DataBound {
   bool bound = false;
@@ -227,7 +226,7 @@ nlohmann::json BuildJobStatus(const JobState& state,
   if (training.last_rebalance.apply_at_step >= 0) {
     const std::chrono::system_clock::time_point decided{
         std::chrono::seconds(static_cast<int64_t>(training.last_rebalance.unix_seconds))};
-    status["lastRebalance"] = {{"time", Rfc3339(decided)},
+    status["lastRebalance"] = {{"time", FormatRfc3339(decided)},
                                {"step", training.last_rebalance.apply_at_step},
                                {"reason", training.last_rebalance.reason},
                                {"predictedGain", training.last_rebalance.predicted_gain}};
@@ -247,7 +246,7 @@ nlohmann::json BuildJobStatus(const JobState& state,
                                 {"loss", evaluation.loss},
                                 {"samples", evaluation.samples},
                                 {"seconds", evaluation.seconds},
-                                {"time", Rfc3339(heard)}};
+                                {"time", FormatRfc3339(heard)}};
     if (evaluation.accuracy) status["lastEvaluation"]["accuracy"] = *evaluation.accuracy;
   } else if (previous.is_object() && previous.contains("lastEvaluation")) {
     status["lastEvaluation"] = previous["lastEvaluation"];  // from before an operator restart
@@ -291,17 +290,6 @@ std::vector<ReleasedWorker> ReadReleasedWorkers(const nlohmann::json& status) {
                         item.value("predictedGain", 0.0), item.value("time", "")});
   }
   return released;
-}
-
-std::string Rfc3339(std::chrono::system_clock::time_point time) {
-  return absl::FormatTime(kTimeFormat, absl::FromChrono(time), absl::UTCTimeZone());
-}
-
-std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& text) {
-  absl::Time time;
-  std::string error;
-  if (!absl::ParseTime(absl::RFC3339_full, text, &time, &error)) return std::nullopt;
-  return absl::ToChronoTime(time);
 }
 
 std::vector<WorkerFailure> ReadWorkerFailures(const nlohmann::json& status) {

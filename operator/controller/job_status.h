@@ -66,10 +66,6 @@ struct JobState {
   std::vector<ReleasedWorker> released{};
 };
 
-// Kubernetes' metav1.Time form (UTC, whole seconds, "Z"), and back.
-std::string Rfc3339(std::chrono::system_clock::time_point time);
-std::optional<std::chrono::system_clock::time_point> ParseRfc3339(const std::string& text);
-
 // The failures recorded in a stored status (status.workerFailures).
 std::vector<WorkerFailure> ReadWorkerFailures(const nlohmann::json& status);
 // The workers released so far (status.releasedWorkers).

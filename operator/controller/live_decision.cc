@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/rfc3339.h"
 #include "operator/controller/job_lifecycle.h"
 #include "operator/controller/shared_storage.h"
 
@@ -105,7 +106,7 @@ LiveDecision DecideLive(const JobSpec& spec, const LiveWorld& world,
   const WorkerWorld& workers = world.workers;
   const nlohmann::json& previous = world.previous;
   const coordinator::JobSessionSnapshot& training = world.training;
-  const std::string now = Rfc3339(workers.now);
+  const std::string now = FormatRfc3339(workers.now);
   const JobPhase previous_phase =
       ParseJobPhase(previous.is_object() ? previous.value("phase", "") : "");
 

@@ -5,6 +5,9 @@
 #include <set>
 #include <sstream>
 
+#include "common/backoff.h"
+#include "common/rfc3339.h"
+
 namespace fulcrum::controller {
 namespace {
 
@@ -59,12 +62,11 @@ std::string_view ToString(RemovalReason reason) {
 }
 
 std::chrono::milliseconds ReplacementBackoff(std::size_t failures) {
-  constexpr std::chrono::milliseconds kFirst{10'000};
-  constexpr std::chrono::milliseconds kMax{360'000};
+  constexpr BackoffPolicy kJobController{.initial = std::chrono::seconds(10),
+                                         .max = std::chrono::minutes(6)};
   if (failures == 0) return std::chrono::milliseconds{0};
-  std::chrono::milliseconds delay = kFirst;
-  for (std::size_t i = 1; i < failures && delay < kMax; ++i) delay *= 2;
-  return std::min(delay, kMax);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      kJobController.DelayAt(static_cast<int>(std::min<std::size_t>(failures - 1, 64))));
 }
 
 WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
@@ -93,7 +95,7 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
       if (!Recorded(world.failures, pod.uid)) {
         decisions.new_failures.push_back(
             {pod.name, pod.uid, pod.failure_reason.empty() ? "Failed" : pod.failure_reason,
-             Rfc3339(world.now)});
+             FormatRfc3339(world.now)});
       }
       decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kFailed});
       continue;
@@ -174,7 +176,7 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
     const std::string& last =
         (decisions.new_failures.empty() ? world.failures.back() : decisions.new_failures.back())
             .time;
-    const auto failed_at = ParseRfc3339(last).value_or(world.now);
+    const auto failed_at = ParseRfc3339(last, "status.workerFailures.time").value_or(world.now);
     const auto ready_at = failed_at + ReplacementBackoff(failures);
     if (world.now < ready_at) {
       decisions.retry_after =

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "common/backoff.h"
 #include "common/log.h"
 #include "operator/balancer/planner.h"
 
@@ -138,12 +139,8 @@ Clock::duration JobSession::HangTimeoutOf(Member& member, Clock::time_point now)
     --member.hang_strikes;
     member.last_hang_strike += kHangStrikeDecay;
   }
-  Clock::duration timeout = config_.hang_timeout;
-  for (int strike = 0; strike < member.hang_strikes && timeout < config_.heartbeat_timeout;
-       ++strike) {
-    timeout *= 2;
-  }
-  return std::min<Clock::duration>(timeout, config_.heartbeat_timeout);
+  return BackoffPolicy{.initial = config_.hang_timeout, .max = config_.heartbeat_timeout}.DelayAt(
+      member.hang_strikes);
 }
 
 void JobSession::FindHungMembers(Clock::time_point now) {
@@ -253,7 +250,6 @@ Status JobSession::Join(const fulcrum::v1::Hello& hello, Clock::time_point now, 
   member.peer_host = std::string(peer_host);
   member.join_sequence = next_join_sequence_++;
   member.last_seen = now;
-  member.forced_generation_refilled = now;
   members_.emplace(hello.pod(), std::move(member));
   log::Info("coordinator", config_.name, "trainer joined",
             {{"pod", hello.pod()},
@@ -282,23 +278,11 @@ void JobSession::ScheduleGeneration(Clock::time_point now, std::string reason, b
 void JobSession::ScheduleForcedGeneration(Member& member, Clock::time_point now,
                                           std::string reason) {
   if (now < member.forced_deferred_until) return;  // folded into the deferred one
-  const double refilled =
-      std::max(0.0, std::chrono::duration<double>(now - member.forced_generation_refilled) /
-                        std::chrono::duration<double>(kForcedGenerationRefill));
-  member.forced_generation_tokens =
-      std::min<double>(kForcedGenerationBurst, member.forced_generation_tokens + refilled);
-  member.forced_generation_refilled = now;
-  if (member.forced_generation_tokens >= 1.0) {
-    member.forced_generation_tokens -= 1.0;
-  } else {
-    // Out of tokens: not refused (an honest trainer whose peers keep failing still gets its
-    // generation) but deferred until the next token, which it spends then.
-    member.forced_deferred_until =
-        now + std::chrono::duration_cast<Clock::duration>(
-                  (1.0 - member.forced_generation_tokens) *
-                  std::chrono::duration<double>(kForcedGenerationRefill));
-    member.forced_generation_tokens = 0.0;
-    member.forced_generation_refilled = member.forced_deferred_until;
+  // A pod out of tokens is not refused (an honest trainer whose peers keep failing still gets
+  // its generation) but deferred until its next token, which Reserve holds for it.
+  const Clock::duration wait = member.forced_generations.Reserve(now);
+  if (wait > Clock::duration::zero()) {
+    member.forced_deferred_until = now + wait;
     not_before_ = std::max(not_before_, member.forced_deferred_until);
     log::Warn("coordinator", config_.name, "pod asks to re-form too often; deferring",
               {{"pod", member.hello.pod()},
@@ -370,8 +354,9 @@ void JobSession::RetryFormation(Clock::time_point now, const std::string& reason
                                 const Error& error) {
   ++formation_failures_;
   formation_error_ = error.ToString();
-  const auto delay = std::min<Clock::duration>(
-      config_.settle * (int64_t{1} << std::min(formation_failures_, 16)), kMaxFormationRetryDelay);
+  const Clock::duration delay =
+      BackoffPolicy{.initial = config_.settle, .max = kMaxFormationRetryDelay}.DelayAt(
+          formation_failures_);
   log::Error(
       "coordinator", config_.name, "cannot form a generation; retrying",
       {{"error", formation_error_},

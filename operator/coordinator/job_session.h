@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/token_bucket.h"
 #include "fulcrum/v1/coordinator.pb.h"
 #include "operator/balancer/controller.h"
 #include "operator/coordinator/job_session_config.h"
@@ -103,9 +104,11 @@ class JobSession {
     // The share of its step time this worker waits for its batch, smoothed over recent steps
     // (exponentially, kDataWaitWeight per step): data-bound workers are told apart from slow ones.
     double data_wait_fraction = 0.0;
-    // Token bucket for the re-formations this pod forces (kForcedGenerationBurst).
-    double forced_generation_tokens = kForcedGenerationBurst;
-    Clock::time_point forced_generation_refilled;
+    // The re-formations this pod forces: full from the start (a full bucket's refill time
+    // does not matter), one token per kForcedGenerationRefill.
+    TokenBucket forced_generations{
+        1.0 / std::chrono::duration<double>(kForcedGenerationRefill).count(),
+        kForcedGenerationBurst, Clock::time_point{}};
     Clock::time_point forced_deferred_until;  // a deferred re-formation of its is pending
     // Silent past hang_timeout while its generation's others spoke: left out of generations
     // until it speaks again.

@@ -21,6 +21,13 @@ TEST(Result, HoldsAnErrorThatNamesTheField) {
             "InvalidArgument (spec.globalBatchSize): must be at least 1; set it to 256");
 }
 
+TEST(Result, ValueOrGivesTheFallbackOnlyInPlaceOfAnError) {
+  const Result<int> value = 42;
+  const Result<int> error = InvalidArgument("spec.x", "is wrong");
+  EXPECT_EQ(value.value_or(7), 42);
+  EXPECT_EQ(error.value_or(7), 7);
+}
+
 TEST(Result, MovesOutMoveOnlyValues) {
   Result<std::unique_ptr<int>> result = std::make_unique<int>(7);
   std::unique_ptr<int> taken = std::move(result).value();

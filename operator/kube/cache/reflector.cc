@@ -194,10 +194,9 @@ Status Reflector::WatchOnce(std::stop_token stop) {
   options.field_selector = options_.field_selector;
   options.resource_version = LastSyncResourceVersion();
   options.allow_watch_bookmarks = options_.allow_watch_bookmarks;
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  options.timeout_seconds =
-      std::max<int>(1, static_cast<int>(static_cast<double>(options_.min_watch_timeout.count()) *
-                                        (1.0 + unit(random_))));
+  const auto timeout = std::chrono::duration_cast<std::chrono::seconds>(
+      Jittered(options_.min_watch_timeout, 1.0, 2.0, random_));
+  options.timeout_seconds = std::max<int>(1, static_cast<int>(timeout.count()));
   const Clock::TimePoint started = options_.clock->Now();
   int received = 0;  // events and bookmarks
   auto stream = client_->Watch(type_, namespace_, options, stop);

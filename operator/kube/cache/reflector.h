@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "common/backoff.h"
 #include "common/log.h"
 #include "operator/kube/cache/cached_object.h"
 #include "operator/kube/client/api_client.h"
-#include "operator/kube/util/backoff.h"
 #include "operator/kube/util/clock.h"
 
 namespace fulcrum::kube {
@@ -56,7 +56,12 @@ struct ReflectorOptions {
   // as client-go does, so that watches of many clients do not end together.
   std::chrono::seconds min_watch_timeout{300};
   bool allow_watch_bookmarks = true;
-  BackoffPolicy backoff{};
+  // Between failed lists and broken watches: client-go's reflector back-off, 800 ms doubling
+  // up to 30 s, each wait stretched by up to as much again (wait.Jitter with factor 1).
+  BackoffPolicy backoff{.initial = std::chrono::milliseconds(800),
+                        .max = std::chrono::seconds(30),
+                        .jitter_low = 1.0,
+                        .jitter_high = 2.0};
   // A watch the server ends normally sooner than this after it began, with no
   // event (bookmarks included), is treated as a failure and resumed after
   // back-off, not at once: a proxy or a server that closes watches at once would

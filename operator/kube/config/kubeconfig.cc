@@ -1,6 +1,6 @@
 #include "operator/kube/config/kubeconfig.h"
 
-#include <cpprest/asyncrt_utils.h>
+#include <absl/strings/escaping.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
@@ -26,16 +26,11 @@ Result<std::string> ReadWholeFile(const fs::path& path, const std::string& field
 }
 
 Result<std::string> DecodeBase64(const std::string& text, const std::string& field) {
-  const Error invalid =
-      InvalidArgument(field, "is not valid base64; paste the PEM file through `base64 -w0`");
-  std::vector<unsigned char> bytes;
-  try {
-    bytes = utility::conversions::from_base64(text);
-  } catch (const std::exception&) {
-    return invalid;
+  std::string bytes;
+  if (!absl::Base64Unescape(text, &bytes)) {
+    return InvalidArgument(field, "is not valid base64; paste the PEM file through `base64 -w0`");
   }
-  if (bytes.empty() && !text.empty()) return invalid;
-  return std::string(bytes.begin(), bytes.end());
+  return bytes;
 }
 
 // A named entry (clusters[], users[], contexts[]) of a kubeconfig.

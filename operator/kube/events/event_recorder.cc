@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "operator/kube/client/micro_time.h"
+#include "common/rfc3339.h"
 
 namespace fulcrum::kube {
 namespace {
@@ -76,14 +76,14 @@ void EventRecorder::Work(std::stop_token stop) {
   }
 }
 
-TokenBucket& EventRecorder::BucketFor(const std::string& object) {
+ClockedTokenBucket& EventRecorder::BucketFor(const std::string& object) {
   if (buckets_.size() > options_.prune_buckets_above && !buckets_.contains(object)) {
     std::erase_if(buckets_, [](const auto& entry) { return entry.second->IsFull(); });
   }
   auto& bucket = buckets_[object];
   if (!bucket)
-    bucket = std::make_unique<TokenBucket>(options_.qps_per_object, options_.burst_per_object,
-                                           options_.clock);
+    bucket = std::make_unique<ClockedTokenBucket>(options_.qps_per_object,
+                                                  options_.burst_per_object, options_.clock);
   return *bucket;
 }
 
@@ -91,7 +91,7 @@ void EventRecorder::Send(const Pending& pending) {
   const std::string object = ReferenceKey(pending.regarding_reference);
   const std::string type = pending.type == EventType::kWarning ? "Warning" : "Normal";
   const Key key{object, pending.reason, pending.action, type};
-  const std::string observed = FormatMicroTime(pending.observed);
+  const std::string observed = FormatRfc3339(pending.observed, TimePrecision::kMicroseconds);
   const ResourceType events = resources::Events();
   if (!BucketFor(object).TryAccept()) {
     log_.Info("event rate limit reached; dropping event",

@@ -22,10 +22,10 @@
 #include <thread>
 #include <tuple>
 
+#include "common/log.h"
 #include "operator/kube/client/api_client.h"
 #include "operator/kube/util/clock.h"
-#include "common/log.h"
-#include "operator/kube/util/token_bucket.h"
+#include "operator/kube/util/clocked_token_bucket.h"
 
 namespace fulcrum::kube {
 
@@ -80,14 +80,13 @@ class EventRecorder {
 
   void Work(std::stop_token stop);
   void Send(const Pending& pending);
-  TokenBucket& BucketFor(const std::string& object);
+  ClockedTokenBucket& BucketFor(const std::string& object);
 
  public:
   // For tests: how many objects have a bucket now.
   std::size_t tracked_objects_for_test() const { return buckets_.size(); }
 
  private:
-
   std::shared_ptr<ApiClient> client_;
   EventRecorderOptions options_;
   log::Logger log_{"kube.events"};
@@ -99,7 +98,7 @@ class EventRecorder {
 
   // Touched by the worker thread only.
   std::map<Key, Series> series_;
-  std::map<std::string, std::unique_ptr<TokenBucket>> buckets_;
+  std::map<std::string, std::unique_ptr<ClockedTokenBucket>> buckets_;
 
   std::jthread worker_;  // last: started after everything it uses exists
 };

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <thread>
 
-#include "operator/kube/client/micro_time.h"
-#include "operator/kube/util/backoff.h"
+#include "common/backoff.h"
+#include "common/rfc3339.h"
 
 namespace fulcrum::kube {
 namespace {
@@ -80,7 +80,7 @@ void LeaderElector::Observe(const nlohmann::json& spec) {
 
 bool LeaderElector::TryAcquireOrRenew() {
   const ResourceType leases = resources::Leases();
-  const std::string now = FormatMicroTime(config_.clock->WallNow());
+  const std::string now = FormatRfc3339(config_.clock->WallNow(), TimePrecision::kMicroseconds);
   const int duration_seconds =
       static_cast<int>(std::ceil(static_cast<double>(config_.lease_duration.count()) / 1000.0));
   nlohmann::json desired = {{"holderIdentity", config_.identity},
@@ -173,7 +173,8 @@ void LeaderElector::Release() {
     return;
   }
   auto released =
-      ReleasedLease(*current, config_.identity, FormatMicroTime(config_.clock->WallNow()));
+      ReleasedLease(*current, config_.identity,
+                    FormatRfc3339(config_.clock->WallNow(), TimePrecision::kMicroseconds));
   if (!released) return;
   auto updated = client_->Update(leases, config_.lease_namespace, *released);
   if (updated.ok()) {
@@ -185,7 +186,8 @@ void LeaderElector::Release() {
 }
 
 void LeaderElector::SleepWithJitter(std::stop_token stop) {
-  config_.clock->SleepFor(Jitter(config_.retry_period, kJitterFactor, random_), std::move(stop));
+  config_.clock->SleepFor(Jittered(config_.retry_period, 1.0, 1.0 + kJitterFactor, random_),
+                          std::move(stop));
 }
 
 void LeaderElector::Run(std::stop_token stop) {

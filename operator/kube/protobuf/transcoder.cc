@@ -1,15 +1,16 @@
 #include "operator/kube/protobuf/transcoder.h"
 
+#include <absl/strings/escaping.h>
 #include <google/protobuf/descriptor.pb.h>
 
 #include <algorithm>
 #include <bit>
 #include <bitset>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "common/rfc3339.h"
 #include "operator/kube/protobuf/json_to_msgpack.h"
 #include "operator/kube/protobuf/wire_reader.h"
 
@@ -26,27 +27,7 @@ Error Malformed(const Descriptor& type, std::string_view why) {
 }
 
 std::string Base64(std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string text;
-  text.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const auto n = static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[i]) << 16 |
-                                              static_cast<std::uint8_t>(bytes[i + 1]) << 8 |
-                                              static_cast<std::uint8_t>(bytes[i + 2]));
-    for (int shift : {18, 12, 6, 0}) text.push_back(kAlphabet[(n >> shift) & 63]);
-  }
-  if (i < bytes.size()) {
-    std::uint32_t n = static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[i])) << 16;
-    if (i + 1 < bytes.size())
-      n |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[i + 1])) << 8;
-    text.push_back(kAlphabet[(n >> 18) & 63]);
-    text.push_back(kAlphabet[(n >> 12) & 63]);
-    text.push_back(i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=');
-    text.push_back('=');
-  }
-  return text;
+  return absl::Base64Escape(absl::string_view(bytes.data(), bytes.size()));
 }
 
 bool WireTypeFits(const FieldDescriptor& field, WireType wire) {
@@ -328,9 +309,12 @@ class Writer {
         if (wire.empty()) {
           out_.Nil();
         } else {
-          out_.String(Rfc3339(static_cast<std::int64_t>(first_scalar),
-                              static_cast<std::int32_t>(second_scalar),
-                              special == SpecialType::kMicroTime));
+          // A Timestamp's nanos lie in [0, 1e9); hostile ones are clamped there.
+          out_.String(
+              FormatRfc3339(static_cast<std::int64_t>(first_scalar),
+                            std::clamp(static_cast<std::int32_t>(second_scalar), 0, 999'999'999),
+                            special == SpecialType::kMicroTime ? TimePrecision::kMicroseconds
+                                                               : TimePrecision::kSeconds));
         }
         return Ok();
       case SpecialType::kDuration:
@@ -489,39 +473,6 @@ std::string GoDurationText(std::int64_t nanoseconds) {
     }
   }
   return negative ? "-" + text : text;
-}
-
-std::string Rfc3339(std::int64_t seconds, std::int32_t nanos, bool micros) {
-  // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm): strftime was a
-  // noticeable share of decoding a list.
-  std::int64_t days = seconds / 86400;
-  std::int64_t second_of_day = seconds % 86400;
-  if (second_of_day < 0) {
-    second_of_day += 86400;
-    --days;
-  }
-  days += 719468;
-  const std::int64_t era = (days >= 0 ? days : days - 146096) / 146097;
-  const std::int64_t day_of_era = days - era * 146097;
-  const std::int64_t year_of_era =
-      (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
-  const std::int64_t day_of_year =
-      day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-  const std::int64_t month_index = (5 * day_of_year + 2) / 153;
-  const std::int64_t day = day_of_year - (153 * month_index + 2) / 5 + 1;
-  const std::int64_t month = month_index < 10 ? month_index + 3 : month_index - 9;
-  const std::int64_t year = year_of_era + era * 400 + (month <= 2 ? 1 : 0);
-  char buffer[48];
-  int length = std::snprintf(
-      buffer, sizeof buffer, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld",
-      static_cast<long long>(year), static_cast<long long>(month), static_cast<long long>(day),
-      static_cast<long long>(second_of_day / 3600), static_cast<long long>(second_of_day / 60 % 60),
-      static_cast<long long>(second_of_day % 60));
-  if (micros) {
-    length += std::snprintf(buffer + length, sizeof buffer - static_cast<std::size_t>(length),
-                            ".%06d", std::max(0, nanos) / 1000);
-  }
-  return std::string(buffer, static_cast<std::size_t>(length)) + "Z";
 }
 
 }  // namespace fulcrum::kube::protobuf

@@ -28,7 +28,5 @@ Status CheckTranscodable(const K8sSchema& schema, const google::protobuf::Descri
 
 // Go's time.Duration text for `nanoseconds`: "0s", "1.5s", "2m3s", "1h0m0s", "300ms".
 std::string GoDurationText(std::int64_t nanoseconds);
-// RFC 3339 in UTC: "2026-11-22T05:23:48Z", or with `micros` "...48.123456Z".
-std::string Rfc3339(std::int64_t seconds, std::int32_t nanos, bool micros);
 
 }  // namespace fulcrum::kube::protobuf

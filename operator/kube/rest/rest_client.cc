@@ -8,7 +8,7 @@
 #include "common/log.h"
 #include "operator/kube/rest/api_error.h"
 #include "operator/kube/rest/bearer_token_source.h"
-#include "operator/kube/util/token_bucket.h"
+#include "operator/kube/util/clocked_token_bucket.h"
 
 namespace fulcrum::kube {
 namespace {
@@ -126,7 +126,7 @@ struct RestClient::Impl {
   std::unique_ptr<http_client> client;         // ordinary requests
   std::unique_ptr<http_client> stream_client;  // watches: long idle timeout
   std::unique_ptr<BearerTokenSource> token;
-  std::unique_ptr<TokenBucket> limiter;
+  std::unique_ptr<ClockedTokenBucket> limiter;
   log::Logger log{"kube.rest"};
 
   web::http::http_request Build(const HttpRequest& request) {
@@ -232,7 +232,7 @@ Result<std::unique_ptr<RestClient>> RestClient::Create(const ClusterConfig& conf
   impl->config = config;
   impl->options = options;
   impl->token = std::make_unique<BearerTokenSource>(config.bearer_token, config.bearer_token_file);
-  impl->limiter = std::make_unique<TokenBucket>(options.qps, options.burst, options.clock);
+  impl->limiter = std::make_unique<ClockedTokenBucket>(options.qps, options.burst, options.clock);
 
   auto make_client = [&](std::chrono::milliseconds timeout) {
     http_client_config http_config;

@@ -1,17 +1,12 @@
 #include "operator/kube/workqueue/rate_limiter.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace fulcrum::kube {
 
 Clock::Duration ItemExponentialRateLimiter::When(const std::string& key) {
   std::lock_guard lock(mutex_);
-  const int failures = failures_[key]++;
-  // Computed in floating point so that large exponents saturate instead of overflowing.
-  const double delay = static_cast<double>(base_.count()) * std::pow(2.0, failures);
-  if (delay >= static_cast<double>(max_.count())) return max_;
-  return Clock::Duration(static_cast<Clock::Duration::rep>(delay));
+  return policy_.DelayAt(failures_[key]++);
 }
 
 void ItemExponentialRateLimiter::Forget(const std::string& key) {

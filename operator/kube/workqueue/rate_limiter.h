@@ -10,8 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/backoff.h"
 #include "operator/kube/util/clock.h"
-#include "operator/kube/util/token_bucket.h"
+#include "operator/kube/util/clocked_token_bucket.h"
 
 namespace fulcrum::kube {
 
@@ -28,14 +29,14 @@ class RateLimiter {
 // base * 2^failures, capped at `max`.
 class ItemExponentialRateLimiter final : public RateLimiter {
  public:
-  ItemExponentialRateLimiter(Clock::Duration base, Clock::Duration max) : base_(base), max_(max) {}
+  ItemExponentialRateLimiter(Clock::Duration base, Clock::Duration max)
+      : policy_{.initial = base, .max = max} {}
   Clock::Duration When(const std::string& key) override;
   void Forget(const std::string& key) override;
   int NumRequeues(const std::string& key) override;
 
  private:
-  const Clock::Duration base_;
-  const Clock::Duration max_;
+  const BackoffPolicy policy_;
   std::mutex mutex_;
   std::unordered_map<std::string, int> failures_;
 };
@@ -50,7 +51,7 @@ class BucketRateLimiter final : public RateLimiter {
   int NumRequeues(const std::string&) override { return 0; }
 
  private:
-  TokenBucket bucket_;
+  ClockedTokenBucket bucket_;
 };
 
 // The longest delay of several limiters.

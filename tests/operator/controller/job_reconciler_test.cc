@@ -10,6 +10,7 @@
 
 #include <chrono>
 
+#include "common/rfc3339.h"
 #include "operator/controller/job_status.h"
 #include "operator/kube/cache/cached_object.h"
 
@@ -166,7 +167,7 @@ nlohmann::json GpuNodeObject(const std::string& name) {
 }
 
 std::string Ago(std::chrono::seconds age) {
-  return Rfc3339(SystemClock::now() - age);
+  return FormatRfc3339(SystemClock::now() - age);
 }
 
 // A trainer pod of the job as the pod informer has it.

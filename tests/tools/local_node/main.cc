@@ -13,8 +13,8 @@
 #include <iostream>
 
 #include "common/log.h"
-#include "operator/kube/events/event_recorder.h"
 #include "operator/kube/config/kubeconfig.h"
+#include "operator/kube/events/event_recorder.h"
 #include "tests/tools/local_node/agent_flags.h"
 #include "tests/tools/local_node/logs/log_server.h"
 #include "tests/tools/local_node/node/emulated_nodes.h"
@@ -66,9 +66,10 @@ int RunAgent(const AgentFlags& flags) {
   context.path_variable = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
   context.host_ip = flags.kubelet_address;
   std::tie(context.apiserver_host, context.apiserver_port) = HostAndPort(config->server);
-  context.restart_backoff = {
-      std::chrono::milliseconds(static_cast<long>(flags.restart_backoff_seconds * 1000)),
-      std::chrono::milliseconds(static_cast<long>(flags.max_restart_backoff_seconds * 1000))};
+  context.restart_backoff.initial =
+      std::chrono::milliseconds(static_cast<long>(flags.restart_backoff_seconds * 1000));
+  context.restart_backoff.max =
+      std::chrono::milliseconds(static_cast<long>(flags.max_restart_backoff_seconds * 1000));
   context.shutdown_grace = std::chrono::seconds(flags.shutdown_grace_seconds);
   context.slowdown_files = SlowdownFiles(work_dir);
   context.client = client;

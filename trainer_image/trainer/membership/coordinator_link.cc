@@ -3,17 +3,22 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <algorithm>
 #include <cstring>
-#include <random>
 
+#include "common/backoff.h"
 #include "common/log.h"
 
 namespace fulcrum::trainer {
 namespace {
 
-constexpr auto kFirstBackoff = std::chrono::milliseconds(100);
-constexpr auto kMaxBackoff = std::chrono::milliseconds(2000);
+// 100 ms doubling up to 2 s, each wait between 3/4 and 5/4 of that, so that the trainers of a
+// job that all lost the coordinator at once do not all come back at once. The cap holds for the
+// jittered wait too (as for every user of BackoffPolicy): at the cap a wait is 1.5 to 2 s, where
+// this loop's own doubling once allowed up to 2.5 s.
+constexpr BackoffPolicy kReconnect{.initial = std::chrono::milliseconds(100),
+                                   .max = std::chrono::milliseconds(2000),
+                                   .jitter_low = 0.75,
+                                   .jitter_high = 1.25};
 constexpr int kMaxMessageBytes = 64 * 1024;  // the protocol's limit
 constexpr std::size_t kMaxQueued = 1024;     // reports are best effort; drop the oldest
 
@@ -37,14 +42,6 @@ std::string RetryReason(grpc::StatusCode code) {
     default:
       return "coordinator stream closed; reconnecting";
   }
-}
-
-// Between 3/4 and 5/4 of the back-off, so that the trainers of a job that all lost the
-// coordinator at once do not all come back at once.
-std::chrono::milliseconds Jittered(std::chrono::milliseconds backoff) {
-  thread_local std::minstd_rand random{std::random_device{}()};
-  std::uniform_int_distribution<long> spread(0, backoff.count() / 2);
-  return backoff * 3 / 4 + std::chrono::milliseconds(spread(random));
 }
 
 ErrorCode ToErrorCode(grpc::StatusCode code) {
@@ -99,7 +96,7 @@ CoordinatorLink::~CoordinatorLink() {
 }
 
 void CoordinatorLink::SessionLoop(std::stop_token stop) {
-  auto backoff = kFirstBackoff;
+  Backoff backoff(kReconnect);
   while (!stop.stop_requested()) {
     grpc::ClientContext context;
     auto stream = stub_->Session(&context);
@@ -131,7 +128,7 @@ void CoordinatorLink::SessionLoop(std::stop_token stop) {
     if (opened) {
       fulcrum::v1::CoordinatorMessage message;
       while (stream->Read(&message)) {
-        backoff = kFirstBackoff;
+        backoff.Reset();
         Receive(message);
       }
     }
@@ -151,14 +148,13 @@ void CoordinatorLink::SessionLoop(std::stop_token stop) {
       changed_.notify_all();
       return;
     }
-    const std::chrono::milliseconds wait = Jittered(backoff);
+    const std::chrono::milliseconds wait = backoff.Next();
     log::Warn("trainer", options_.hello.job(), RetryReason(status.error_code()),
               {{"code", static_cast<int>(status.error_code())},
                {"error", status.error_message()},
                {"backoff_ms", wait.count()}});
     std::unique_lock lock(mutex_);
     changed_.wait_for(lock, wait, [&] { return stop.stop_requested(); });
-    backoff = std::min(backoff * 2, kMaxBackoff);
   }
 }
 

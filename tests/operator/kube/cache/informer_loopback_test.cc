@@ -110,7 +110,7 @@ TEST(Reflector, AWatchEndedAtOnceWithNoEventIsRetriedAfterBackOffNotInAHotLoop) 
   InformerOptions options = JsonListsIn("x");
   options.reflector.clock = clock;  // back-off waits only as the test advances it
   options.reflector.backoff.initial = seconds(1);
-  options.reflector.backoff.jitter = 0;
+  options.reflector.backoff.jitter_high = 1.0;  // no jitter
   auto informer =
       std::make_unique<Informer>(ClientOf(server.url()), resources::ConfigMaps(), options);
   informer->Start();

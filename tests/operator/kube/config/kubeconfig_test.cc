@@ -108,6 +108,27 @@ current-context: x
   EXPECT_EQ(config.error().field, "users[u].user.client-key");
 }
 
+TEST_F(KubeconfigTest, InlineCertificateDataIsDecodedFromBase64) {
+  const auto config = LoadKubeconfig(Write("config", R"(
+clusters: [{name: c, cluster: {server: "https://h:1", certificate-authority-data: UEVNIENB}}]
+contexts: [{name: x, context: {cluster: c}}]
+current-context: x
+)"));
+  ASSERT_TRUE(config.ok()) << config.error().ToString();
+  EXPECT_EQ(config->ca_pem, "PEM CA");
+}
+
+TEST_F(KubeconfigTest, InlineDataThatIsNotBase64NamesTheFieldAndTheFix) {
+  const auto config = LoadKubeconfig(Write("config", R"(
+clusters: [{name: c, cluster: {server: "https://h:1", certificate-authority-data: "not base64!"}}]
+contexts: [{name: x, context: {cluster: c}}]
+current-context: x
+)"));
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.error().field, "clusters[c].cluster.certificate-authority-data");
+  EXPECT_NE(config.error().message.find("base64 -w0"), std::string::npos) << config.error().message;
+}
+
 TEST_F(KubeconfigTest, ExecPluginsAreRefusedByName) {
   const auto config = LoadKubeconfig(Write("config", R"(
 clusters: [{name: c, cluster: {server: "https://h:1"}}]

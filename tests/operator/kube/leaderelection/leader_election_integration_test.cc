@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <ctime>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "common/rfc3339.h"
 #include "operator/kube/leaderelection/leader_elector.h"
 #include "tests/operator/kube/kube_test_support.h"
 #include "tests/support/freezable_proxy.h"
@@ -84,16 +84,6 @@ class Candidate {
   std::jthread thread_;
 };
 
-// A Lease's MicroTime ("2026-01-02T15:04:05.123456Z") as a wall-clock time.
-std::chrono::system_clock::time_point ParseMicroTime(const std::string& text) {
-  std::tm parts{};
-  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &parts);
-  EXPECT_NE(rest, nullptr) << text;
-  long micros = 0;
-  if (rest != nullptr && *rest == '.') micros = std::strtol(rest + 1, nullptr, 10);
-  return std::chrono::system_clock::from_time_t(timegm(&parts)) + std::chrono::microseconds(micros);
-}
-
 TEST(KubeLeaderElection, RejectsInconsistentTimings) {
   LeaderElectionConfig config;
   config.lease_namespace = "default";
@@ -142,8 +132,10 @@ TEST(KubeLeaderElection, OneLeadsAndTheOtherTakesOverAfterACrashWithinLeaseDurat
   ASSERT_TRUE(lease_object.ok());
   EXPECT_EQ((*lease_object)["spec"]["holderIdentity"], "alpha");
   // Alpha's last renewal, as it stamped it: the lease could expire lease_duration after.
-  const auto could_expire =
-      ParseMicroTime((*lease_object)["spec"]["renewTime"].get<std::string>()) + lease;
+  const auto renewed =
+      ParseRfc3339((*lease_object)["spec"]["renewTime"].get<std::string>(), "spec.renewTime");
+  ASSERT_TRUE(renewed.ok()) << renewed.error().ToString();
+  const auto could_expire = *renewed + lease;
   ASSERT_TRUE(WaitFor([&] { return beta->leading(); }));
   sampling = false;
   sampler.join();

@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "operator/kube/client/micro_time.h"
+#include "common/rfc3339.h"
 
 namespace fulcrum::local_node {
 namespace {
@@ -45,8 +45,8 @@ nlohmann::json Condition(const char* type, const char* status, const char* reaso
 nlohmann::json NodeStatus(const NodeSpec& node, const NodeEndpoint& endpoint,
                           std::chrono::system_clock::time_point now,
                           std::chrono::system_clock::time_point transition) {
-  const std::string heartbeat = kube::FormatTime(now);
-  const std::string changed = kube::FormatTime(transition);
+  const std::string heartbeat = FormatRfc3339(now);
+  const std::string changed = FormatRfc3339(transition);
   return {
       {"capacity", node.capacity},
       {"allocatable", node.capacity},
@@ -106,7 +106,7 @@ nlohmann::json NodeLease(const std::string& node_name, const std::string& node_u
           {"spec",
            {{"holderIdentity", node_name},
             {"leaseDurationSeconds", kLeaseDurationSeconds},
-            {"renewTime", kube::FormatMicroTime(now)}}}};
+            {"renewTime", FormatRfc3339(now, TimePrecision::kMicroseconds)}}}};
 }
 
 }  // namespace fulcrum::local_node

@@ -27,7 +27,7 @@ struct AgentContext {
   // service IPs are not routed here (KUBERNETES_SERVICE_HOST/PORT).
   std::string apiserver_host;
   std::string apiserver_port;
-  RestartBackoffPolicy restart_backoff;
+  BackoffPolicy restart_backoff = kKubeletRestartBackoff;
   // The longest an agent that is stopping waits for a container to end after SIGTERM.
   std::chrono::seconds shutdown_grace{5};
   SlowdownFiles slowdown_files{"."};

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "operator/kube/client/micro_time.h"
+#include "common/rfc3339.h"
 #include "operator/kube/client/object_meta.h"
 #include "tests/tools/local_node/podspec/container_environment.h"
 #include "tests/tools/local_node/podspec/json_fields.h"
@@ -32,7 +32,7 @@ constexpr auto kStatusRetry = 2s;
 constexpr auto kDeletedGrace = 2s;
 
 std::string Now() {
-  return kube::FormatTime(std::chrono::system_clock::now());
+  return FormatRfc3339(std::chrono::system_clock::now());
 }
 
 std::string RestartPolicyOf(const nlohmann::json& pod) {

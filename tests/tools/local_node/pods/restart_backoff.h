@@ -6,22 +6,22 @@
 
 #include <chrono>
 
+#include "common/backoff.h"
+
 namespace fulcrum::local_node {
 
-struct RestartBackoffPolicy {
-  std::chrono::milliseconds initial{10'000};
-  std::chrono::milliseconds maximum{300'000};
-};
+inline constexpr BackoffPolicy kKubeletRestartBackoff{.initial = std::chrono::seconds(10),
+                                                      .max = std::chrono::minutes(5)};
 
 class RestartBackoff {
  public:
-  explicit RestartBackoff(RestartBackoffPolicy policy = {}) : policy_(policy) {}
+  explicit RestartBackoff(BackoffPolicy policy = kKubeletRestartBackoff) : policy_(policy) {}
   // How long to wait before restarting a container that ran for `ran_for` and ended.
   std::chrono::milliseconds NextDelay(std::chrono::milliseconds ran_for);
 
  private:
-  RestartBackoffPolicy policy_;
-  std::chrono::milliseconds current_{0};  // zero: no recent failure
+  BackoffPolicy policy_;
+  int restarts_ = 0;  // since the last reset; the first is immediate
 };
 
 }  // namespace fulcrum::local_node

@@ -8,7 +8,7 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST(RestartBackoff, FirstRestartIsImmediateThenDoublesUpToTheMaximum) {
-  RestartBackoff backoff({milliseconds(10'000), milliseconds(40'000)});
+  RestartBackoff backoff({.initial = milliseconds(10'000), .max = milliseconds(40'000)});
   const milliseconds brief(100);
   EXPECT_EQ(backoff.NextDelay(brief), milliseconds(0));
   EXPECT_EQ(backoff.NextDelay(brief), milliseconds(10'000));
@@ -18,7 +18,7 @@ TEST(RestartBackoff, FirstRestartIsImmediateThenDoublesUpToTheMaximum) {
 }
 
 TEST(RestartBackoff, AContainerThatRanLongStartsOverFromNoDelay) {
-  RestartBackoff backoff({milliseconds(10'000), milliseconds(40'000)});
+  RestartBackoff backoff({.initial = milliseconds(10'000), .max = milliseconds(40'000)});
   backoff.NextDelay(milliseconds(1));
   backoff.NextDelay(milliseconds(1));
   EXPECT_EQ(backoff.NextDelay(milliseconds(80'001)), milliseconds(0));

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <thread>
 
-#include "operator/kube/client/micro_time.h"
+#include "common/rfc3339.h"
 #include "tests/tools/local_node/runtime/pidfd.h"
 #include "tests/tools/local_node/runtime/state_files.h"
 
@@ -188,7 +188,7 @@ void ContainerProcess::Finish() {
   unknown.message =
       "the container's shim ended without recording how the container ended (it was killed)";
   unknown.started_at = started_at_;
-  unknown.finished_at = kube::FormatTime(std::chrono::system_clock::now());
+  unknown.finished_at = FormatRfc3339(std::chrono::system_clock::now());
   exit_ = unknown;
 }
 

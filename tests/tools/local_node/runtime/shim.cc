@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "operator/kube/client/micro_time.h"
+#include "common/rfc3339.h"
 #include "tests/tools/local_node/runtime/container_exit.h"
 #include "tests/tools/local_node/runtime/container_spec.h"
 #include "tests/tools/local_node/runtime/state_files.h"
@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 const log::Logger kLog{"local-node.shim"};
 
 std::string Now() {
-  return kube::FormatTime(std::chrono::system_clock::now());
+  return FormatRfc3339(std::chrono::system_clock::now());
 }
 
 std::string Errno(const std::string& what) {
