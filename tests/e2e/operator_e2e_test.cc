@@ -64,33 +64,17 @@ class OperatorProcess {
   void Start() {
     const std::string coordinator = "127.0.0.1:" + std::to_string(coordinator_port_);
     process_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{FULCRUM_OPERATOR_BINARY,
-                                 "--kubeconfig",
-                                 Cluster().kubeconfig(),
-                                 "--coordinator-listen",
-                                 coordinator,
-                                 "--coordinator-address",
-                                 coordinator,
-                                 "--coordinator-service",
-                                 kCoordinatorService,
-                                 "--coordinator-tls-secret",
-                                 "fulcrum-system/fulcrum-coordinator-tls",
-                                 "--coordinator-advertise-ip",
-                                 advertise_ip_,
-                                 "--health-listen",
-                                 "127.0.0.1:0",
-                                 "--metrics-listen",
-                                 "127.0.0.1:" + std::to_string(metrics_port_),
-                                 "--leader-elect-identity",
-                                 identity_,
-                                 "--leader-elect-lease-duration",
-                                 "6s",
-                                 "--leader-elect-renew-deadline",
-                                 "4s",
-                                 "--leader-elect-retry-period",
-                                 "1s",
-                                 "--status-min-interval",
-                                 "1s"},
+        std::vector<std::string>{
+            FULCRUM_OPERATOR_BINARY, "--kubeconfig", Cluster().kubeconfig(), "--coordinator-listen",
+            coordinator, "--coordinator-address", coordinator, "--coordinator-service",
+            kCoordinatorService, "--coordinator-tls-secret",
+            "fulcrum-system/fulcrum-coordinator-tls", "--coordinator-advertise-ip", advertise_ip_,
+            "--health-listen", "127.0.0.1:0", "--metrics-listen",
+            "127.0.0.1:" + std::to_string(metrics_port_), "--leader-elect-identity", identity_,
+            "--leader-elect-lease-duration", "6s", "--leader-elect-renew-deadline", "4s",
+            "--leader-elect-retry-period", "1s", "--status-min-interval", "1s",
+            // fulcrum-local-node's GPUs are emulated: CPU trainers.
+            "--emulated-gpus", "true"},
         log_path_ + "." + std::to_string(++starts_));
   }
   void Kill() {
@@ -147,6 +131,9 @@ class OperatorE2E : public ::testing::Test {
     Kubectl("delete htj --all --wait=true --timeout=120s");
     WaitUntil([&] { return Pods().empty(); }, 120s);
     Cluster().Kubectl("delete namespace " + ns_ + " --wait=false");
+    for (const std::string& volume : volumes_) {
+      Cluster().Kubectl("delete persistentvolume " + volume + " --wait=false");
+    }
   }
 
   CommandResult Kubectl(const std::string& arguments) const {
@@ -275,11 +262,54 @@ class OperatorE2E : public ::testing::Test {
   std::string Describe(const std::string& job) const {
     return Kubectl("describe htj " + job).output;
   }
+  // A claim in this test's namespace bound (by kube-controller-manager's binder) to a hostPath
+  // PersistentVolume on `folder`, as a cluster admin provisions one; fulcrum-local-node mounts it.
+  void ClaimOnHostFolder(const std::string& claim, const std::filesystem::path& folder,
+                         const std::string& access_mode) const {
+    std::filesystem::create_directories(folder);
+    const std::string volume = ns_.substr(0, 40) + "-" + claim;
+    Apply({{"apiVersion", "v1"},
+           {"kind", "PersistentVolume"},
+           {"metadata", {{"name", volume}}},
+           {"spec",
+            {{"capacity", {{"storage", "1Gi"}}},
+             {"accessModes", {access_mode}},
+             {"storageClassName", ""},
+             {"persistentVolumeReclaimPolicy", "Retain"},
+             {"claimRef", {{"namespace", ns_}, {"name", claim}}},
+             {"hostPath", {{"path", folder.string()}, {"type", "Directory"}}}}}});
+    Apply({{"apiVersion", "v1"},
+           {"kind", "PersistentVolumeClaim"},
+           {"metadata", {{"name", claim}, {"namespace", ns_}}},
+           {"spec",
+            {{"accessModes", {access_mode}},
+             {"storageClassName", ""},
+             {"resources", {{"requests", {{"storage", "1Gi"}}}}}}}});
+    volumes_.push_back(volume);
+  }
+  // The status condition of this type, or an empty object.
+  json Condition(const std::string& job, const std::string& type) const {
+    for (const json& condition : Status(job).value("conditions", json::array())) {
+      if (condition.value("type", "") == type) return condition;
+    }
+    return json::object();
+  }
+  // The value of the last log line of `pod` whose msg is `message`, or null.
+  json LastLogEntry(const std::string& pod, const std::string& message) const {
+    json found;
+    std::istringstream logs(Kubectl("logs " + pod).output);
+    for (std::string line; std::getline(logs, line);) {
+      const json entry = json::parse(line, nullptr, false);
+      if (entry.is_object() && entry.value("msg", "") == message) found = entry;
+    }
+    return found;
+  }
 
   static inline std::unique_ptr<OperatorProcess> operator_;
   static inline int coordinator_port_ = 0;
   std::string ns_;
   std::unique_ptr<fulcrum::testing::TemporaryDirectory> checkpoints_;
+  mutable std::vector<std::string> volumes_;  // PersistentVolumes this test made (cluster-wide)
 };
 
 void Relabel(const std::string& node, const std::string& slowdown) {
@@ -845,6 +875,136 @@ print(repr((predicted == fields["label"]).sum().item() / len(predicted)))
       "/usr/bin/python3 -c " + ShellQuote(score) + " " + ShellQuote(directory) + " 2>&1");
   ASSERT_EQ(python.exit_code, 0) << python.output;
   EXPECT_EQ(std::stod(python.output), accuracy) << python.output;
+}
+
+// A user's job on a cluster's storage, as docs/user-guide.md ("The pod template") shows it: the
+// model file and the packed datasets on a read-only claim, checkpoints and the trained model on a
+// ReadWriteMany claim, a credential from a Secret, its own ServiceAccount and requests. It trains,
+// is suspended and resumes from the checkpoint on the claim, and Succeeds with its model there.
+TEST_F(OperatorE2E, AJobOnClaimsSuspendsResumesFromTheClaimAndLeavesItsModelThere) {
+  const std::filesystem::path data = checkpoints_->path() / "data-volume";
+  const std::filesystem::path work = checkpoints_->path() / "work-volume";
+  const CommandResult made = fulcrum::testing::RunShell(
+      "PYTHONPATH=" + ShellQuote(SourcePath("python")) + " /usr/bin/python3 " +
+      ShellQuote(SourcePath("docs/examples/text_classifier.py")) + " " + ShellQuote(data.string()) +
+      " 2>&1");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  ClaimOnHostFolder("dataset", data, "ReadOnlyMany");
+  ClaimOnHostFolder("work", work, "ReadWriteMany");
+  ASSERT_EQ(Kubectl("create serviceaccount trainer").exit_code, 0);
+  ASSERT_EQ(Kubectl("create secret generic tracking --from-literal=api-key=s3cret").exit_code, 0);
+
+  // Where the pod mounts the claims. Not /data and /work: fulcrum-local-node runs pods as local
+  // processes, so a mount would hide whatever the host has there (this checkout, say).
+  const std::string mounts = (checkpoints_->path() / "mnt").string();
+  json job = Example("own-model.yaml");
+  job["metadata"]["name"] = "on-claims";
+  job["spec"]["model"]["torchScriptPath"] = mounts + "/data/model.pt";
+  job["spec"]["dataset"]["packed"]["path"] = mounts + "/data/data";
+  job["spec"]["evaluation"]["dataset"] = mounts + "/data/heldout";
+  job["spec"]["output"]["path"] = mounts + "/work/trained";
+  // Every 20 steps (the CRD wants everySteps within steps, and steps is cut short below).
+  job["spec"]["checkpoint"] = {{"path", mounts + "/work/checkpoints"}, {"everySteps", 20}};
+  job["spec"]["training"].erase("epochs");
+  job["spec"]["training"]["steps"] = 100000;  // ended by an edit once it has resumed
+  job["spec"]["template"] = json::parse(R"({
+    "metadata": {"labels": {"team": "e2e"}, "annotations": {"team.example.com/owner": "ml"}},
+    "spec": {
+      "serviceAccountName": "trainer",
+      "volumes": [
+        {"name": "dataset", "persistentVolumeClaim": {"claimName": "dataset", "readOnly": true}},
+        {"name": "work", "persistentVolumeClaim": {"claimName": "work"}}],
+      "containers": [{
+        "name": "trainer",
+        "env": [{"name": "TRACKING_API_KEY",
+                 "valueFrom": {"secretKeyRef": {"name": "tracking", "key": "api-key"}}}],
+        "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}]}})");
+  job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] = {
+      {{"name", "dataset"}, {"mountPath", mounts + "/data"}, {"readOnly", true}},
+      {{"name", "work"}, {"mountPath", mounts + "/work"}}};
+  Apply(job);
+  ASSERT_TRUE(WaitForPhase("on-claims", "Running", 180s, 3)) << Describe("on-claims");
+  EXPECT_EQ(Condition("on-claims", "SharedStorage").value("status", ""), "True")
+      << Status("on-claims").dump();
+
+  // The template's fields are on every trainer pod, beside the operator's.
+  const std::map<std::string, json> pods = Pods();
+  ASSERT_EQ(pods.size(), 3u);
+  for (const auto& [name, pod] : pods) {
+    EXPECT_EQ(pod["metadata"]["labels"].value("team", ""), "e2e") << name;
+    EXPECT_EQ(pod["metadata"]["annotations"].value("team.example.com/owner", ""), "ml") << name;
+    EXPECT_EQ(pod["spec"].value("serviceAccountName", ""), "trainer") << name;
+    std::set<std::string> claims;
+    for (const json& volume : pod["spec"]["volumes"]) {
+      if (volume.contains("persistentVolumeClaim"))
+        claims.insert(volume["persistentVolumeClaim"]["claimName"]);
+    }
+    EXPECT_EQ(claims, (std::set<std::string>{"dataset", "work"})) << name;
+    const json& trainer = pod["spec"]["containers"][0];
+    bool secret_env = false;
+    for (const json& variable : trainer["env"]) {
+      secret_env |= variable.value("name", "") == "TRACKING_API_KEY" &&
+                    variable["valueFrom"]["secretKeyRef"].value("name", "") == "tracking";
+    }
+    EXPECT_TRUE(secret_env) << name << ": " << trainer["env"].dump();
+    EXPECT_EQ(trainer["resources"]["requests"].value("cpu", ""), "250m") << name;
+    EXPECT_EQ(trainer["resources"]["requests"].value("nvidia.com/gpu", ""), "1") << name;
+  }
+
+  // Suspended: the checkpoint is on the claim (the host folder behind it), and the pods go.
+  ASSERT_TRUE(WaitUntil([&] { return Step("on-claims") >= 30; }, 120s)) << Describe("on-claims");
+  ASSERT_EQ(
+      Kubectl("patch htj on-claims --type merge -p '{\"spec\":{\"suspend\":true}}'").exit_code, 0);
+  ASSERT_TRUE(WaitForPhase("on-claims", "Suspended", 120s)) << Describe("on-claims");
+  ASSERT_TRUE(WaitUntil([&] { return Pods().empty(); }, 120s)) << Describe("on-claims");
+  bool checkpointed = false;
+  for (const auto& entry : std::filesystem::directory_iterator(work / "checkpoints")) {
+    checkpointed |= entry.path().filename().string().starts_with("checkpoint-");
+  }
+  EXPECT_TRUE(checkpointed) << "no checkpoint on the work claim";
+
+  // Resumed: new pods read the checkpoint back from the claim.
+  ASSERT_EQ(
+      Kubectl("patch htj on-claims --type merge -p '{\"spec\":{\"suspend\":false}}'").exit_code, 0);
+  ASSERT_TRUE(WaitForPhase("on-claims", "Running", 180s)) << Describe("on-claims");
+  json resumed;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return !(resumed = LastLogEntry("on-claims-worker-0", "resumed from checkpoint")).is_null();
+      },
+      120s))
+      << Kubectl("logs on-claims-worker-0").output;
+  EXPECT_GE(resumed.value("step", int64_t{0}), 30);
+
+  // Ended by an edit: Succeeded, with the trained model on the claim.
+  const std::string end = std::to_string(Step("on-claims") + 20);
+  const CommandResult ended = Kubectl(
+      "patch htj on-claims --type merge -p '{\"spec\":{\"training\":{\"steps\":" + end + "}}}'");
+  ASSERT_EQ(ended.exit_code, 0) << ended.output;
+  ASSERT_TRUE(WaitForPhase("on-claims", "Succeeded", 240s)) << Describe("on-claims");
+  const json status = Status("on-claims");
+  EXPECT_EQ(status["output"].value("model", ""), mounts + "/work/trained/model.pt")
+      << status.dump();
+  EXPECT_TRUE(std::filesystem::is_regular_file(work / "trained" / "model.pt"));
+  EXPECT_TRUE(std::filesystem::is_regular_file(work / "trained" / "model.json"));
+}
+
+// A checkpoint path on no shared volume is flagged before a suspend could lose it.
+TEST_F(OperatorE2E, ACheckpointPathOnNoSharedVolumeRaisesTheSharedStorageCondition) {
+  json job = LongJob(Example("mixed-gpus.yaml"));
+  // A folder of the node's own disk: fine for one process, lost to the others and on a move.
+  job["spec"]["checkpoint"] = {{"path", (checkpoints_->path() / "unshared").string()},
+                               {"everySteps", 1000}};
+  Apply(job);
+  json condition;
+  ASSERT_TRUE(WaitUntil(
+      [&] { return (condition = Condition("mixed-gpus", "SharedStorage")).contains("status"); },
+      60s))
+      << Describe("mixed-gpus");
+  EXPECT_EQ(condition["status"], "False");
+  EXPECT_EQ(condition["reason"], "NotShared");
+  EXPECT_THAT(condition.value("message", ""), ::testing::HasSubstr("checkpoint.path"));
+  EXPECT_TRUE(WaitUntil([&] { return EventReasons().contains("StorageNotShared"); }, 30s));
 }
 
 // A job whose packed dataset is broken fails at once with the trainer's reason (the file and the
