@@ -16,6 +16,26 @@ CUDA_RUNTIME_WHEEL=nvidia-cuda-runtime==13.0.96
 CUDA_CRT_WHEEL=nvidia-cuda-crt==13.0.88      # crt/ headers that cuda_runtime_api.h includes
 CUDA_CCCL_WHEEL=nvidia-cuda-cccl==13.0.85     # nv/target, included by cuda_fp16.h (via nccl.h)
 NCCL_WHEEL=nvidia-nccl-cu13==2.28.9
+# The CUDA trainer image's runtime libraries (scripts/build-cuda-image, trainer_image/Dockerfile.cuda
+# stage cuda-runtime): the torch wheel and every nvidia-* wheel it requires, at the versions its
+# Requires-Dist pins (cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,
+# nvjitlink,nvrtc,nvtx]==13.0.2, nvidia-cudnn-cu13, -cusparselt-cu13, -nccl-cu13, -nvshmem-cu13).
+# Fetched with --no-deps, so this list is exactly what the image holds; change it with the torch pin.
+TORCH_CUDA_RUNTIME_WHEELS=(
+  "$TORCH_CUDA_WHEEL" "$CUDA_RUNTIME_WHEEL" "$NCCL_WHEEL"
+  nvidia-cublas==13.1.0.3 nvidia-cuda-cupti==13.0.85 nvidia-cuda-nvrtc==13.0.88
+  nvidia-cufft==12.0.0.61 nvidia-cufile==1.15.1.6 nvidia-curand==10.4.0.35
+  nvidia-cusolver==12.0.4.66 nvidia-cusparse==12.6.3.3 nvidia-nvjitlink==13.0.88
+  nvidia-nvtx==13.0.85 nvidia-cudnn-cu13==9.19.0.56 nvidia-cusparselt-cu13==0.8.0
+  nvidia-nvshmem-cu13==3.4.5
+)
+# The wheels' platform: torch's is manylinux_2_28 (glibc 2.28; bookworm has 2.36), the nvidia
+# ones are tagged as low as manylinux_2_5, and pip (23.x) does not take a manylinux_2_28 target
+# to accept older tags, so every one up to 2_28 is named.
+TORCH_CUDA_RUNTIME_PYTHON=3.12
+TORCH_CUDA_RUNTIME_PLATFORMS=(manylinux2014_x86_64 manylinux2010_x86_64 manylinux1_x86_64)
+for _glibc in $(seq 5 28); do TORCH_CUDA_RUNTIME_PLATFORMS+=("manylinux_2_${_glibc}_x86_64"); done
+unset _glibc
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -46,6 +66,12 @@ k8s_protos_dir() { printf '%s/k8s-protos-%s-3' "$FULCRUM_CACHE" "$K8S_API_MODULE
 
 torch_cuda_dir() { printf '%s/libtorch-cuda-%s' "$FULCRUM_CACHE" "$(printf '%s' "$TORCH_CUDA_WHEEL" | sha256sum | cut -c1-12)"; }
 cuda_dir() { printf '%s/cuda-%s' "$FULCRUM_CACHE" "$(printf '%s ' "$CUDA_RUNTIME_WHEEL" "$CUDA_CRT_WHEEL" "$CUDA_CCCL_WHEEL" "$NCCL_WHEEL" | sha256sum | cut -c1-12)"; }
+# The shared libraries of TORCH_CUDA_RUNTIME_WHEELS, unpacked in the wheels' layout under out/
+# (scripts/lib/torch_cuda_runtime.sh), named by a hash of the pins, the platform and the layout.
+torch_cuda_runtime_dir() {
+  printf '%s/torch-cuda-runtime-%s' "$FULCRUM_CACHE" "$(printf '%s ' "${TORCH_CUDA_RUNTIME_WHEELS[@]}" \
+    "$TORCH_CUDA_RUNTIME_PYTHON" "${TORCH_CUDA_RUNTIME_PLATFORMS[@]}" out-1 | sha256sum | cut -c1-12)"
+}
 
 # Container images (scripts/setup stage images, tests/images). No registry is reachable, so the
 # base is Debian bookworm made by mmdebstrap from Debian's packages, slimmed like debian:*-slim
