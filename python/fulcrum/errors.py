@@ -1,0 +1,21 @@
+"""Errors the runtime raises at the user's script. Each names what is wrong and how to fix it."""
+
+
+class FulcrumError(RuntimeError):
+    """Base of the runtime's errors."""
+
+
+class NotUnderFulcrumError(FulcrumError):
+    """fulcrum.init() found none of what the operator puts in a trainer pod."""
+
+
+class ConfigurationError(FulcrumError, ValueError):
+    """A setting (environment variable or keyword) is missing or malformed."""
+
+
+class CoordinatorRefusedError(FulcrumError):
+    """The coordinator refused this trainer for good (wrong token, invalid message)."""
+
+
+class UsageError(FulcrumError, ValueError):
+    """The training loop used the API in a way that cannot give correct training."""
