@@ -19,3 +19,15 @@ class CoordinatorRefusedError(FulcrumError):
 
 class UsageError(FulcrumError, ValueError):
     """The training loop used the API in a way that cannot give correct training."""
+
+
+class MembershipChanged(FulcrumError):
+    """The job re-forms after the step just ended (a member left or joined). Raised out of the
+    data loader's iteration; job.elastic() catches it, joins the next generation, syncs the
+    State and calls the training function again."""
+
+
+class CollectiveFailed(FulcrumError):
+    """An all-reduce of this generation failed (a peer died or timed out): the step is not
+    committed. job.elastic() catches it, asks the coordinator for a new generation, and resumes
+    from the last committed step."""

@@ -1,12 +1,18 @@
 """A user's own PyTorch training loop as a member of a Fulcrum job.
 
     job = fulcrum.init()                       # joins the coordinator, forms the process group
-    model = job.distributed(model)             # stock DDP with Fulcrum's gradient comm hook
-    for inputs, labels in job.data_loader(dataset, steps=1000, num_workers=4):
-        loss = loss_fn(model(inputs), labels)  # the mean over this rank's local batch
-        job.backward(loss)                     # instead of loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
+    state = fulcrum.State(model=net, optimizer=optimizer)
+
+    @job.elastic(state)                        # re-forms in place when members leave or join
+    def train(state):
+        model = job.distributed(state.model)   # stock DDP with Fulcrum's gradient comm hook
+        for inputs, labels in job.data_loader(dataset, epochs=10, num_workers=4):
+            loss = loss_fn(model(inputs), labels)  # the mean over this rank's local batch
+            job.backward(loss)                 # instead of loss.backward()
+            state.optimizer.step()
+            state.optimizer.zero_grad()
+
+    train()
 
 What it does, with fulcrum-trainer's meaning (trainer_image/trainer/loop/training_loop.cc):
 - Each rank gets its own local batch b_i from the coordinator's plan; the data loader yields this
@@ -20,16 +26,22 @@ What it does, with fulcrum-trainer's meaning (trainer_image/trainer/loop/trainin
   so all ranks switch plans at the same step without a second collective.
 - After every step a StepReport (compute, data wait, peak memory, loss, step end on the monotonic
   clock) goes to the coordinator, whose balancer moves samples towards the faster ranks.
+- Membership changes end a generation in band after a step (or a failed all-reduce ends it
+  uncommitted); job.elastic joins the next one, the rank with the highest step sends its State
+  to all, and the training function runs again from the agreed step. SIGTERM, STOP and DRAIN
+  make every rank leave after the same step; the loader then ends.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import logging
 import math
 import os
 import resource
+import signal
 import threading
 import time
 import weakref
@@ -43,9 +55,11 @@ from torch.utils.data import DataLoader, Dataset
 from fulcrum import control as control_layout
 from fulcrum.coordinator_link import CoordinatorLink, StaticMembership, pb
 from fulcrum.emulated_slowdown import EmulatedSlowdown
-from fulcrum.errors import CoordinatorRefusedError, FulcrumError, UsageError
+from fulcrum.errors import (CollectiveFailed, CoordinatorRefusedError, FulcrumError,
+                            MembershipChanged, UsageError)
 from fulcrum.pod_environment import PodEnvironment
 from fulcrum.sample_order import SampleOrder, shard_for_rank
+from fulcrum.state import State
 
 log = logging.getLogger("fulcrum")
 
@@ -62,6 +76,20 @@ def _product_label(name: str) -> str:
 
 def _peak_resident_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _is_collective_failure(error: BaseException) -> bool:
+    """Whether a RuntimeError from torch comes from a collective whose peer died or hung (Gloo
+    transport errors, timeouts, NCCL errors) rather than from the model."""
+    text = str(error)
+    return any(mark in text for mark in ("gloo/transport", "Connection closed by peer",
+                                         "Connection reset by peer", "Timed out waiting",
+                                         "NCCL error", "ncclRemoteError", "ncclSystemError",
+                                         "Broken pipe"))
+
+
+class _Stopped(Exception):
+    """Asked to stop (STOP, DRAIN, SIGTERM) while waiting for the next generation."""
 
 
 @dataclass
@@ -85,6 +113,7 @@ class _Step:
     summed: Optional[torch.Tensor] = None  # the control vector after the all-reduce
     indices: Optional[list[int]] = None    # this rank's samples, for the sample log
     backward_done: Optional[float] = None
+    reducing: bool = False  # a gradient bucket's all-reduce went out
     agreed: Optional[control_layout.Agreed] = None
 
     @property
@@ -128,6 +157,9 @@ class Job:
         self.stop_requested = False
         self.drain_requested = False
         self.checkpoint_requested = False  # a checkpoint was agreed after the last step
+        self.terminated = False  # SIGTERM: leave in band after the current step
+        self._state: Optional[State] = None
+        self._synchronised_generation = 0  # the generation whose state every rank holds
         self._checkpoint_asked = False
         self._step: Optional[_Step] = None
         # A weak reference: the model's reducer holds the comm hook, which holds this job. A
@@ -177,8 +209,13 @@ class Job:
                 self.drain_requested = True
 
     def _wants_to_leave(self) -> bool:
-        return (self.stop_requested or self.drain_requested
+        return (self.stop_requested or self.drain_requested or self.terminated
                 or self._membership.has_newer_generation(self.generation))
+
+    @property
+    def stopping(self) -> bool:
+        """This rank ends its loop: the job asked it to stop or drain, or it got SIGTERM."""
+        return self.stop_requested or self.drain_requested or self.terminated
 
     def _join_next_generation(self) -> None:
         waited_since = time.monotonic()
@@ -186,6 +223,8 @@ class Job:
         while True:
             self._raise_if_fatal()
             self._handle_controls()
+            if self.stopping and self.generation > 0:
+                raise _Stopped()
             assignment = self._membership.wait_for_generation(self.generation, _WAIT_SLICE)
             if assignment is not None:
                 break
@@ -211,33 +250,64 @@ class Job:
                  assignment.rank, assignment.world_size, assignment.rendezvous_address,
                  assignment.reason)
         timeout = datetime.timedelta(seconds=self._collective_timeout)
-        client = dist.TCPStore(host, int(port), is_master=False, wait_for_workers=False,
-                               timeout=timeout)
-        store = dist.PrefixStore(prefix, client)
         if dist.is_initialized():
             dist.destroy_process_group()
-        dist.init_process_group(self.backend, store=store, rank=assignment.rank,
-                                world_size=assignment.world_size, timeout=timeout)
         self._assignment = assignment
         self.generation = assignment.generation
         self.rank = assignment.rank
         self.world_size = assignment.world_size
         self._batches = list(assignment.batches)
-        self._adopt_recipe(assignment.learning_rate, assignment.total_steps)
-        self._sync_progress()
         self._membership.set_progress(self.generation, self.step)
+        try:
+            client = dist.TCPStore(host, int(port), is_master=False, wait_for_workers=False,
+                                   timeout=timeout)
+            store = dist.PrefixStore(prefix, client)
+            dist.init_process_group(self.backend, store=store, rank=assignment.rank,
+                                    world_size=assignment.world_size, timeout=timeout)
+        except RuntimeError as error:
+            raise CollectiveFailed(f"cannot form generation {assignment.generation} at "
+                                   f"{assignment.rendezvous_address}: {error}") from error
+        self._adopt_recipe(assignment.learning_rate, assignment.total_steps)
 
-    def _sync_progress(self) -> None:
-        # The most advanced rank's step and cursor win, so the step never goes back. Once per
-        # generation, not per step. (Model and optimizer state: DDP broadcasts rank 0's model;
-        # elastic state for joins after the first generation is fulcrum.State's, to come.)
-        offers = torch.zeros(2 * self.world_size, dtype=torch.float64)
-        offers[self.rank] = self.step
-        offers[self.world_size + self.rank] = self.cursor
-        dist.all_reduce(offers)
-        source = int(torch.argmax(offers[:self.world_size]).item())
-        self.step = int(offers[source].item())
-        self.cursor = int(offers[self.world_size + source].item())
+    def _ensure_synchronised(self) -> None:
+        """Every rank of a generation synchronises once, at the first of job.elastic's start,
+        job.distributed() or the loader's first step: the same place on every rank, since they
+        run the same script (a newcomer's first generation is the survivors' next)."""
+        if self._synchronised_generation != self.generation:
+            self._synchronise()
+
+    def _synchronise(self) -> None:
+        """The most advanced rank's step, cursor and (with a State) model, optimizer, scheduler
+        and extras go to every rank, so the step never goes back and a newcomer catches up.
+        Once per generation, never per step."""
+        try:
+            offers = torch.zeros(2 * self.world_size, dtype=torch.float64, device=self._pg_device)
+            offers[self.rank] = self.step
+            offers[self.world_size + self.rank] = self.cursor
+            dist.all_reduce(offers)
+            values = offers.tolist()
+            steps = values[:self.world_size]
+            source = steps.index(max(steps))  # ties: the lowest rank
+            payload = [self._state.state_dict() if self._state is not None and
+                       self.rank == source else None]
+            if self._state is not None:
+                dist.broadcast_object_list(payload, src=source)
+        except RuntimeError as error:
+            raise CollectiveFailed(f"generation {self.generation}: synchronising the state "
+                                   f"failed: {error}") from error
+        self.step = int(steps[source])
+        self.cursor = int(values[self.world_size + source])
+        if self._state is not None and self.rank != source:
+            self._state.load_state_dict(payload[0])
+        self._membership.set_progress(self.generation, self.step)
+        self._synchronised_generation = self.generation
+        log.info("state synchronised in generation %d from rank %d: step %d, cursor %d%s",
+                 self.generation, source, self.step, self.cursor,
+                 "" if self._state is not None else " (no fulcrum.State: progress only)")
+
+    @property
+    def _pg_device(self) -> torch.device:
+        return self.device if self.backend == "nccl" else torch.device("cpu")
 
     def _adopt_recipe(self, learning_rate: float, total_steps: int) -> None:
         if learning_rate > 0 and (self.learning_rate is None
@@ -262,10 +332,18 @@ class Job:
                     "keeps float32 (or float64) parameters so the control values in the last "
                     "gradient bucket stay exact. Keep the weights in float32 and use autocast "
                     "for lower-precision compute")
+        self._ensure_synchronised()
         model = model.to(self.device)
         if self.device.type == "cuda":
             ddp_arguments.setdefault("device_ids", [self.device.index or 0])
-        wrapped = torch.nn.parallel.DistributedDataParallel(model, **ddp_arguments)
+        try:
+            # Its construction checks and broadcasts the parameters: collectives.
+            wrapped = torch.nn.parallel.DistributedDataParallel(model, **ddp_arguments)
+        except RuntimeError as error:
+            if _is_collective_failure(error):
+                raise CollectiveFailed(f"generation {self.generation}: DistributedDataParallel "
+                                       f"could not form: {error}") from error
+            raise
         wrapped.register_comm_hook(state=None, hook=self._comm_hook)
         self._model = weakref.ref(wrapped)
         return wrapped
@@ -281,6 +359,7 @@ class Job:
             buffer.zero_()  # an empty share's loss is NaN; its gradient counts for nothing
         else:
             buffer.mul_(weight)
+        step.reducing = True
         if not bucket.is_last():
             return dist.all_reduce(buffer, async_op=True).get_future().then(
                 lambda future: future.value()[0])
@@ -356,7 +435,15 @@ class Job:
             raise UsageError("job.backward(loss): the loss does not require grad (computed under "
                              "torch.no_grad(), or detached); nothing would be trained")
         step.loss = float(loss.detach()) if step.local_batch else math.nan
-        loss.reshape(()).backward()
+        try:
+            loss.reshape(()).backward()
+        except RuntimeError as error:
+            if not step.reducing:
+                raise  # the model's own backward failed
+            self._step = None
+            raise CollectiveFailed(f"step {step.index} of generation {step.generation}: the "
+                                   f"gradient all-reduce failed ({error}); the step is not "
+                                   "committed") from error
         if step.summed is None:
             raise UsageError(
                 "the gradients did not go through Fulcrum's all-reduce: the loss must come from "
@@ -444,10 +531,12 @@ class Job:
         if self._sample_log is not None:
             self._sample_log.write(json.dumps({
                 "step": step.index, "generation": step.generation, "rank": self.rank,
-                "batches": step.batches, "positions": [step.positions.start, step.positions.stop],
+                "batches": step.batches, "cursor": self.cursor - agreed.global_batch,
+                "global_batch": agreed.global_batch, "positions": [step.positions.start, step.positions.stop],
                 "step_seconds": report.step_seconds, "compute_seconds": report.compute_seconds,
                 "data_wait_seconds": step.data_wait, "unix_time": time.time(),
-                "pid": os.getpid(), "indices": step.indices}) + "\n")
+                "pid": os.getpid(), "checksum": self._parameter_checksum(),
+                "indices": step.indices}) + "\n")
             self._sample_log.flush()
         if agreed.next_plan != self._batches:
             log.info("new batches from step %d: %s", self.step, agreed.next_plan)
@@ -460,19 +549,92 @@ class Job:
             return True
         return self._leave_generation()
 
+    def _parameter_checksum(self) -> float:
+        """The sum of every parameter, for the sample log: equal on every rank after a step."""
+        model = self._model() if self._model is not None else None
+        if model is None:
+            return math.nan
+        with torch.no_grad():
+            return float(sum(p.detach().double().sum().item() for p in model.parameters()))
+
     def _leave_generation(self) -> bool:
-        """Every rank agreed to leave this generation after the step just ended."""
+        """Every rank agreed to leave this generation after the step just ended: this one to
+        stop (False), or all to re-form in the next generation (MembershipChanged)."""
         self._handle_controls()
-        if self.stop_requested or self.drain_requested:
-            log.info("leaving the job after step %d (%s)", self.step,
-                     "stop" if self.stop_requested else "drain")
+        if self.stopping:
+            why = ("stop" if self.stop_requested else "drain" if self.drain_requested
+                   else "SIGTERM")
+            log.info("leaving the job after step %d (%s)", self.step, why)
             return False
-        # A newer generation: elastic membership needs the model and optimizer state moved to
-        # newcomers (fulcrum.State), which this version does not do yet.
-        raise FulcrumError(
-            f"the job's membership changed after step {self.step} (a new generation); "
-            "rejoining without a restart needs fulcrum.State, which this version of the "
-            "package does not have yet: the operator restarts this worker")
+        raise MembershipChanged(
+            f"the job re-forms after step {self.step} (a member left or joined). To continue "
+            "without a restart, register what must survive in fulcrum.State and run the loop "
+            "in a function decorated with @job.elastic(state)")
+
+    # -- elastic membership ------------------------------------------------------------------
+    def elastic(self, state: State):
+        """Decorates the training function `train(state, ...)`: when the job re-forms (a member
+        lost or joined) it joins the next generation, brings every rank the most advanced
+        State (a newcomer's too) and calls `train` again, which resumes at the agreed step.
+        `train` calls job.distributed(state.model) and job.data_loader(...) itself, so both
+        are rebuilt over the new group."""
+        if not isinstance(state, State):
+            raise UsageError("job.elastic(state): expected a fulcrum.State(model=..., "
+                             f"optimizer=...), got {type(state).__name__}")
+
+        def decorate(train):
+            @functools.wraps(train)
+            def run(*arguments, **keywords):
+                self._state = state
+                try:
+                    self._recover(self._ensure_synchronised)
+                except _Stopped:
+                    return None
+                while True:
+                    try:
+                        return train(state, *arguments, **keywords)
+                    except MembershipChanged as error:
+                        log.info("%s", error)
+                        rejoin = None
+                    except CollectiveFailed as error:
+                        log.warning("%s", error)
+                        rejoin = str(error)
+                    except RuntimeError as error:
+                        # A collective inside the user's own code or DDP's forward (buffers).
+                        if not _is_collective_failure(error):
+                            raise
+                        log.warning("a collective failed in generation %d: %s", self.generation,
+                                    error)
+                        rejoin = "collective failed: " + str(error)
+                    # Outside the except block, so the failed frames (and the old DDP, which
+                    # holds the old process group) are released before the next group forms.
+                    self._step = None
+                    state.optimizer.zero_grad(set_to_none=True)
+                    if rejoin is not None:
+                        self._membership.request_rejoin(self.generation, rejoin)
+                    try:
+                        self._recover(self._next_generation)
+                    except _Stopped:
+                        log.info("stopped while waiting for the next generation, at step %d",
+                                 self.step)
+                        return None
+            return run
+        return decorate
+
+    def _next_generation(self) -> None:
+        self._join_next_generation()
+        self._synchronise()
+
+    def _recover(self, action) -> None:
+        """Runs `action` until it succeeds, asking for a new generation after each failure."""
+        while True:
+            try:
+                return action()
+            except CollectiveFailed as error:
+                log.warning("%s; asking the coordinator for a new generation", error)
+                if not self._membership.request_rejoin(self.generation, str(error)):
+                    raise
+                action = self._next_generation
 
     def shutdown(self) -> None:
         """Sends what is left to the coordinator, leaves the process group and the stream."""
@@ -559,6 +721,7 @@ class StepLoader:
 
     def __iter__(self):
         job = self._job
+        job._ensure_synchronised()
         iterator = None
         started_with = None  # (generation, cursor, batches) the iterator was started from
         expected_cursor = None
@@ -582,7 +745,8 @@ class StepLoader:
             try:
                 yield batch
             except GeneratorExit:
-                job._step = None
+                if job._step is step:  # an abandoned iteration must not close a newer step
+                    job._step = None
                 raise
             if not job._close_step(step):
                 return
@@ -663,8 +827,26 @@ def init(*, device=None, backend: Optional[str] = None, static_group: Optional[S
     job = Job(membership, environment, chosen, backend, store_server, collective_timeout,
               slowdown, sample_log)
     try:
-        job._join_next_generation()
+        job._recover(job._join_next_generation)
     except BaseException:
         job.shutdown()
         raise
+    _leave_in_band_on_sigterm(job)
     return job
+
+
+def _leave_in_band_on_sigterm(job: Job) -> None:
+    """The first SIGTERM (Kubernetes stopping the pod) makes every rank leave after the current
+    step, as fulcrum-trainer does; the loader then ends. A second one acts as it would have."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handle(number, frame):
+        if job.terminated:
+            signal.signal(signal.SIGTERM, previous if callable(previous) else signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
+            return
+        log.info("SIGTERM: leaving the job after the current step")
+        job.terminated = True
+    signal.signal(signal.SIGTERM, handle)

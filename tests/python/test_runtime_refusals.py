@@ -112,3 +112,20 @@ def test_loader_arguments_that_decide_the_batch_are_refused(tmp_path):
     assert len(refusals) == 2, done.stdout
     assert "batch_size=...): Fulcrum decides which samples" in refusals[0]
     assert "give steps= or epochs=" in refusals[1]
+
+
+def test_a_state_without_the_optimizer_or_with_the_ddp_wrapper_is_refused():
+    import torch
+    network = torch.nn.Linear(2, 2)
+    with pytest.raises(fulcrum.UsageError) as refused:
+        fulcrum.State(model=network)
+    assert "fulcrum.State(optimizer=...) is missing" in str(refused.value)
+    assert "momentum, Adam's moments" in str(refused.value)
+    with pytest.raises(fulcrum.UsageError, match="not the model's"):
+        fulcrum.State(model=network,
+                      optimizer=torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1))
+    with pytest.raises(fulcrum.UsageError, match="give the model"):
+        fulcrum.State(optimizer=torch.optim.SGD(network.parameters(), lr=0.1))
+    state = fulcrum.State(model=network, optimizer=torch.optim.SGD(network.parameters(), lr=0.1),
+                          extra={"epoch": 3})
+    assert state.state_dict()["extra"] == {"epoch": 3}
