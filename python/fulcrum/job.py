@@ -153,7 +153,7 @@ class Job:
         self.cursor = 0    # sample positions consumed, agreed by every rank
         self.learning_rate: Optional[float] = None  # the job's live-edited rate, if any
         self.total_steps: Optional[int] = None      # the job's live-edited steps, if any
-        self.last_loss = math.nan  # the last step's loss over the global batch
+        self.last_loss = math.nan  # the global batch's loss of the last job.backward
         self.stop_requested = False
         self.drain_requested = False
         self.checkpoint_requested = False  # a checkpoint was agreed after the last step
@@ -457,6 +457,7 @@ class Job:
                 f"rank's plan says {step.global_batch}: the ranks disagree on the plan "
                 "(were they started with the same data_loader arguments?)")
         step.agreed = agreed
+        self.last_loss = agreed.global_loss
 
     # -- the data ----------------------------------------------------------------------------
     def data_loader(self, dataset: Dataset, *, steps: Optional[int] = None,
@@ -514,7 +515,6 @@ class Job:
         end = time.monotonic()
         self.step += 1
         self.cursor += agreed.global_batch
-        self.last_loss = agreed.global_loss
         report = pb.StepReport(
             generation=step.generation, step=step.index, local_batch=step.local_batch,
             compute_seconds=step.compute_seconds,
