@@ -14,7 +14,8 @@ HERE = Path(__file__).resolve().parent
 class BuildWithStubs(build_py):
     def run(self):
         # Loaded by path: the fulcrum package itself is not importable yet while it is built.
-        spec = importlib.util.spec_from_file_location("fulcrum_stubs", HERE / "fulcrum" / "stubs.py")
+        spec = importlib.util.spec_from_file_location("fulcrum_stubs",
+                                                      HERE / "fulcrum" / "stubs.py")
         stubs = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(stubs)
         stubs.generate(out_root=HERE)

@@ -91,7 +91,8 @@ class Agreed:
     @classmethod
     def decode(cls, values: Sequence[float], world_size: int) -> "Agreed":
         if len(values) != size(world_size):
-            raise ValueError(f"control vector has {len(values)} values, expected {size(world_size)}")
+            raise ValueError(f"control vector has {len(values)} values, "
+                             f"expected {size(world_size)}")
         return cls(global_batch=int(round(values[BATCH])),
                    loss_sum=float(values[LOSS_SUM]),
                    leave=values[LEAVE] > 0,

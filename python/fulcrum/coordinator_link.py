@@ -167,7 +167,8 @@ class CoordinatorLink:
         while True:
             with self._changed:
                 due = self._last_queued + self._heartbeat_period
-                self._changed.wait_for(lambda: self._stopped, timeout=max(0.0, due - time.monotonic()))
+                self._changed.wait_for(lambda: self._stopped,
+                                       timeout=max(0.0, due - time.monotonic()))
                 if self._stopped:
                     return
                 if time.monotonic() < self._last_queued + self._heartbeat_period:

@@ -310,8 +310,10 @@ class Job:
         return self.device if self.backend == "nccl" else torch.device("cpu")
 
     def _adopt_recipe(self, learning_rate: float, total_steps: int) -> None:
-        if learning_rate > 0 and (self.learning_rate is None
-                                  or abs(learning_rate - self.learning_rate) > 1e-12 * learning_rate):
+        # Through two float32 slots the rate is exact to about 1e-14 of it: that close is equal.
+        changed = (self.learning_rate is None
+                   or abs(learning_rate - self.learning_rate) > 1e-12 * learning_rate)
+        if learning_rate > 0 and changed:
             log.info("learning rate from the job: %g from step %d", learning_rate, self.step)
             self.learning_rate = learning_rate
         if total_steps > 0 and total_steps != self.total_steps:
@@ -319,7 +321,8 @@ class Job:
             self.total_steps = total_steps
 
     # -- the model ---------------------------------------------------------------------------
-    def distributed(self, model: torch.nn.Module, **ddp_arguments) -> torch.nn.parallel.DistributedDataParallel:
+    def distributed(self, model: torch.nn.Module,
+                    **ddp_arguments) -> torch.nn.parallel.DistributedDataParallel:
         """`model` on this job's device inside stock DistributedDataParallel, with the comm hook
         that weights each rank's gradients by its batch and carries the control vector."""
         if isinstance(model, torch.nn.parallel.DistributedDataParallel):
@@ -532,7 +535,8 @@ class Job:
             self._sample_log.write(json.dumps({
                 "step": step.index, "generation": step.generation, "rank": self.rank,
                 "batches": step.batches, "cursor": self.cursor - agreed.global_batch,
-                "global_batch": agreed.global_batch, "positions": [step.positions.start, step.positions.stop],
+                "global_batch": agreed.global_batch,
+                "positions": [step.positions.start, step.positions.stop],
                 "step_seconds": report.step_seconds, "compute_seconds": report.compute_seconds,
                 "data_wait_seconds": step.data_wait, "unix_time": time.time(),
                 "pid": os.getpid(), "checksum": self._parameter_checksum(),
@@ -709,7 +713,10 @@ class StepLoader:
 
     def finished(self) -> bool:
         job = self._job
-        steps = job.total_steps if job.total_steps is not None and self.epochs is None else self.steps
+        # The job's live-edited step count wins over steps= (not over epochs=), as in the trainer.
+        steps = self.steps
+        if job.total_steps is not None and self.epochs is None:
+            steps = job.total_steps
         if steps is not None and job.step >= steps:
             return True
         return self.last_position is not None and job.cursor >= self.last_position

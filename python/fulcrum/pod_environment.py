@@ -25,7 +25,8 @@ from typing import Mapping
 
 from fulcrum.errors import ConfigurationError, NotUnderFulcrumError
 
-TOKEN_MOUNT_PATH = "/var/run/fulcrum/token"  # kTokenMountPath in operator/controller/pod_template.h
+# kTokenMountPath in operator/controller/pod_template.h
+TOKEN_MOUNT_PATH = "/var/run/fulcrum/token"
 
 _ENVIRONMENT = {
     "coordinator": "FULCRUM_COORDINATOR",
@@ -96,7 +97,7 @@ class PodEnvironment:
         if not host_part or not port.isdigit():
             raise ConfigurationError(
                 f"coordinator {coordinator!r} ({setting('coordinator')[1]}): expected HOST:PORT")
-        job, job_source = setting("job")
+        job, _ = setting("job")
         if not job:
             raise ConfigurationError(
                 "the job's name is not set: FULCRUM_JOB (\"namespace/name\", as the coordinator "
@@ -129,7 +130,8 @@ class PodEnvironment:
                 raise ConfigurationError(
                     f"cannot read the coordinator's CA from {ca_file} ({ca_source}): "
                     f"{error.strerror}. TLS needs it; a plaintext coordinator (local use only) "
-                    "needs coordinator_insecure=True or FULCRUM_COORDINATOR_INSECURE=true") from None
+                    "needs coordinator_insecure=True or FULCRUM_COORDINATOR_INSECURE=true"
+                ) from None
             if b"-----BEGIN CERTIFICATE-----" not in root_certificates:
                 raise ConfigurationError(f"no PEM certificate in {ca_file} ({ca_source})")
 
@@ -145,7 +147,8 @@ class PodEnvironment:
             raise ConfigurationError(
                 f"{slowdown_source}={slowdown_value!r}: expected a number >= 1") from None
         if not 1.0 <= slowdown <= 100.0:
-            raise ConfigurationError(f"{slowdown_source}={slowdown}: expected a number in [1, 100]")
+            raise ConfigurationError(
+                f"{slowdown_source}={slowdown}: expected a number in [1, 100]")
         slowdown_file, _ = setting("slowdown_file")
         return cls(coordinator=coordinator, job=str(job), token=token,
                    root_certificates=root_certificates,

@@ -56,7 +56,8 @@ class SampleOrder:
 
     def __init__(self, dataset_size: int, seed: int = 0, shuffle: bool = True):
         if dataset_size <= 0:
-            raise ValueError(f"the dataset is empty (dataset_size={dataset_size}): nothing to train")
+            raise ValueError(
+                f"the dataset is empty (dataset_size={dataset_size}): nothing to train")
         self.dataset_size = dataset_size
         self.seed = seed
         self.shuffle = shuffle

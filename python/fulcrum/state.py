@@ -49,7 +49,8 @@ class State:
         if scheduler is not None and not hasattr(scheduler, "state_dict"):
             raise UsageError("fulcrum.State(scheduler=...): the scheduler has no state_dict()")
         if extra is not None and not isinstance(extra, dict):
-            raise UsageError(f"fulcrum.State(extra=...): expected a dict, got {type(extra).__name__}")
+            raise UsageError("fulcrum.State(extra=...): expected a dict, got "
+                             f"{type(extra).__name__}")
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler

@@ -76,7 +76,8 @@ def generate(proto_dir: Path | None = None, out_root: Path | None = None,
     missing = [proto for proto in PROTO_FILES if not (proto_dir / proto).exists()]
     if missing:
         raise FileNotFoundError(
-            f"cannot generate fulcrum's protocol messages: {proto_dir / missing[0]} does not exist; "
+            "cannot generate fulcrum's protocol messages: "
+            f"{proto_dir / missing[0]} does not exist; "
             "build from a checkout of the repository (python/ beside proto/) or set "
             "FULCRUM_PROTO_DIR to the directory that holds fulcrum/v1/coordinator.proto")
     out_root.mkdir(parents=True, exist_ok=True)
@@ -89,7 +90,8 @@ def generate(proto_dir: Path | None = None, out_root: Path | None = None,
 
 
 def load():
-    """The generated module fulcrum.v1.coordinator_pb2, or StubsMissingError saying how to make it."""
+    """The generated module fulcrum.v1.coordinator_pb2, or StubsMissingError saying how to
+    make it."""
     try:
         from fulcrum.v1 import coordinator_pb2
     except ImportError as error:

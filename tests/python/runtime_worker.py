@@ -23,7 +23,8 @@ FEATURES, CLASSES, SAMPLES = 8, 4, 200
 SEED = 7  # of the sample order
 
 
-def make_dataset(samples: int = SAMPLES, features: int = FEATURES) -> torch.utils.data.TensorDataset:
+def make_dataset(samples: int = SAMPLES,
+                 features: int = FEATURES) -> torch.utils.data.TensorDataset:
     generator = torch.Generator().manual_seed(1234)
     inputs = torch.randn(samples, features, generator=generator)
     labels = torch.randint(0, CLASSES, (samples,), generator=generator)

@@ -1,5 +1,6 @@
 """`pip install ./python` into a venv (offline, no build isolation: Debian's setuptools)
-installs a working fulcrum-pack console script and the protocol messages generated at build time."""
+installs a working fulcrum-pack console script and the protocol messages generated at build
+time."""
 
 from __future__ import annotations
 
