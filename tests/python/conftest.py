@@ -1,5 +1,5 @@
-"""Shared helpers for the fulcrum-pack tests: import from the source tree (python/), run the
-CLI as a subprocess, and read a packed dataset back with nothing but numpy.load."""
+"""Shared helpers for the tests of python/: import from the source tree (python/), run the
+fulcrum-pack CLI as a subprocess, and read a packed dataset back with nothing but numpy.load."""
 
 from __future__ import annotations
 
@@ -15,6 +15,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON_DIR = ROOT / "python"
 sys.path.insert(0, str(PYTHON_DIR))
+
+# The runtime's protocol messages, generated from proto/ into the source tree (git-ignored), as
+# `pip install` does at build time; a no-op when they are newer than the .proto.
+from fulcrum import stubs  # noqa: E402
+
+stubs.generate()
 
 
 def run_cli(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -1,5 +1,6 @@
 """`pip install ./python` into a venv (offline, no build isolation: Debian's setuptools)
-installs a working fulcrum-pack console script."""
+installs a working fulcrum-pack console script and the protocol messages generated at build
+time."""
 
 from __future__ import annotations
 
@@ -21,10 +22,13 @@ def test_pip_install_gives_a_working_console_script(tmp_path):
     if made.returncode != 0 and "ensurepip" in made.stdout + made.stderr:
         pytest.skip("python3-venv is missing (no ensurepip): apt-get install python3-venv")
     assert made.returncode == 0, made.stdout + made.stderr
-    # Install from a copy: an in-tree build would leave build/ and *.egg-info in python/.
-    source = tmp_path / "src"
+    # Install from a copy: an in-tree build would leave build/ and *.egg-info in python/. The
+    # copy keeps the repository's layout (python/ beside proto/) and leaves out any generated
+    # messages, so the build itself must generate them from the .proto.
+    source = tmp_path / "src" / "python"
     shutil.copytree(PYTHON_DIR, source, ignore=shutil.ignore_patterns(
-        "build", "*.egg-info", "__pycache__"))
+        "build", "*.egg-info", "__pycache__", "*_pb2*.py"))
+    shutil.copytree(PYTHON_DIR.parent / "proto", tmp_path / "src" / "proto")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
@@ -47,3 +51,9 @@ def test_pip_install_gives_a_working_console_script(tmp_path):
                             "import fulcrum.pack; print(fulcrum.pack.__file__)"],
                            capture_output=True, text=True, env=env, cwd=tmp_path)
     assert str(venv) in where.stdout  # the installed copy, not the source tree
+    messages = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "from fulcrum.v1 import coordinator_pb2 as pb; print(pb.__file__); "
+         "print(pb.Hello(job='a/b').job)"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert messages.returncode == 0, messages.stderr
+    assert str(venv) in messages.stdout and "a/b" in messages.stdout
