@@ -411,6 +411,7 @@ void JobSession::FormGeneration(Clock::time_point now, Outbox& out) {
   end_by_step_.clear();
   batches_.clear();
   sent_plans_.clear();
+  last_sent_apply_step_ = 0;
   completed_step_in_generation_.reset();
   steps_in_generation_ = 0;
   std::string plan_reason;
@@ -438,6 +439,7 @@ void JobSession::SendAssignments(int64_t apply_at_step, const std::string& reaso
   // Rank 0 may have left while the next generation is pending: that one tells everyone.
   const auto first = ranks_.empty() ? members_.end() : members_.find(ranks_.front());
   if (first == members_.end() || batches_.size() != ranks_.size()) return;
+  last_sent_apply_step_ = std::max(last_sent_apply_step_, apply_at_step);
   if (sent_plans_.empty() || sent_plans_.back() != batches_) {
     if (sent_plans_.size() > kKeptPlans) sent_plans_.erase(sent_plans_.begin() + 1);
     sent_plans_.push_back(batches_);
@@ -610,8 +612,12 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
         lead, static_cast<int64_t>(std::ceil(config_.apply_lead_seconds / step_seconds_average_)));
   }
   lead = std::min(lead, kMaxApplyLeadSteps);
+  // Never before an update already sent: trainers take the one with the highest apply step they
+  // have reached, so a later update that applied earlier would be overridden by the older one
+  // (and its older recipe) once that one's step came, as the lead shrinks when steps slow down.
+  const int64_t apply_at = std::max(step + lead, last_sent_apply_step_);
   std::string reason;
-  if (Status status = DecidePlan(step + lead, &reason); !status.ok()) {
+  if (Status status = DecidePlan(apply_at, &reason); !status.ok()) {
     log::Error("coordinator", config_.name, "balancer could not plan",
                {{"error", status.error().ToString()}});
     return;
@@ -619,7 +625,7 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
   if (reason.empty() && recipe_pending_) {
     // The same batches with the edited recipe, a plan lead ahead like a new plan.
     recipe_pending_ = false;
-    SendAssignments(step + lead, "recipe edited", out);
+    SendAssignments(apply_at, "recipe edited", out);
     return;
   }
   if (reason.empty()) return;

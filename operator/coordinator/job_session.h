@@ -194,6 +194,8 @@ class JobSession {
   // there (a new leader's session starts with trainers far into the job).
   int64_t steps_in_generation_ = 0;
   int64_t last_decided_step_ = 0;
+  // The highest apply step of an Assignment sent in this generation: later ones apply no earlier.
+  int64_t last_sent_apply_step_ = 0;
   // Per step not yet completed: samples reported, and rank 0's end time (step_end_seconds).
   std::map<int64_t, int> samples_by_step_;
   std::map<int64_t, double> end_by_step_;

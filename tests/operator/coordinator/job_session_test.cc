@@ -157,6 +157,53 @@ TEST_F(JobSessionTest, ALiveRecipeEditIsSentToEveryRankAPlanLeadAhead) {
   EXPECT_EQ(job_->Reconfigure(edited, now_).error().field, "learning_rate");
 }
 
+// Trainers take the update with the highest apply step they have reached, so an update sent
+// later must never apply before one sent earlier: a recipe edit sent with a short lead would
+// otherwise be overridden by an earlier plan that applies later and carries the old rate (seen
+// in e2e: the rate went 0.01 -> 0.004 -> 0.01 -> 0.004 as the step time, and so the lead, fell).
+TEST_F(JobSessionTest, LaterUpdatesNeverApplyBeforeEarlierOnesAndCarryTheLatestRecipe) {
+  JobSessionConfig config = DefaultConfig();
+  // The lead is this many seconds of steps: about 13 steps while they are fast, 3 once slow.
+  config.apply_lead_seconds = 0.2;
+  config.learning_rate = 0.01;
+  job_ = std::make_unique<JobSession>(JobSession::Create(config).value());
+  Join("a");
+  Join("b");
+  Tick(1s);
+  std::vector<std::pair<int64_t, double>> sent;  // apply step and learning rate, in send order
+  auto record = [&](const Outbox& out) {
+    for (const Outgoing& message : out) {
+      if (message.pod != "a" || !message.message.has_assignment()) continue;
+      sent.emplace_back(message.message.assignment().apply_at_step(),
+                        message.message.assignment().learning_rate());
+    }
+  };
+  double rate = config.learning_rate;
+  int64_t step = 0;
+  for (int phase = 0; phase < 4; ++phase) {
+    // Fast unequal steps (plans sent with a long lead), then slow ones (the lead shrinks), then
+    // a recipe edit while the long-lead plan is still pending.
+    for (int i = 0; i < 6; ++i, ++step) {
+      record(TrainSteps(step, step + 1,
+                        [&](const std::string& pod) { return pod == "a" ? 0.001 : 0.004; }));
+    }
+    for (int i = 0; i < 4; ++i, ++step) {
+      record(TrainSteps(step, step + 1, [](const std::string&) { return 1.0; }));
+    }
+    rate *= 0.5;
+    config.learning_rate = rate;
+    ASSERT_TRUE(job_->Reconfigure(config, now_).ok());
+    for (int i = 0; i < 20; ++i, ++step) {
+      record(TrainSteps(step, step + 1, [](const std::string&) { return 1.0; }));
+    }
+  }
+  ASSERT_GE(sent.size(), 6u);
+  for (std::size_t i = 1; i < sent.size(); ++i) {
+    EXPECT_GE(sent[i].first, sent[i - 1].first)
+        << "update " << i << " applies before update " << i - 1 << " though sent after it";
+  }
+}
+
 TEST_F(JobSessionTest, AClosedStreamLeavesAfterTheTimeoutAndTheRestFormANewGeneration) {
   Join("a");
   Join("b");
