@@ -87,7 +87,9 @@ Status ObjectList(const Json& parent, const char* key, const std::string& field,
 template <size_t N>
 Status OnlyKnownFields(const Json& object, const std::array<const char*, N>& known,
                        const std::string& field) {
-  for (const auto& [key, value] : object.items()) {
+  for (const auto& item : object.items()) {
+    // A named copy, not a structured binding: clang 14 (the sanitizer build) cannot capture one.
+    const std::string& key = item.key();
     if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) !=
         known.end()) {
       continue;
