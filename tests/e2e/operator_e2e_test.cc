@@ -583,13 +583,8 @@ TEST_F(OperatorE2E, SuspendCheckpointsAndDeletesThePodsAndResumeContinuesFromThe
   json resumed;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        std::istringstream logs(Kubectl("logs mixed-gpus-worker-0").output);
-        for (std::string line; std::getline(logs, line);) {
-          const json entry = json::parse(line, nullptr, false);
-          if (entry.is_object() && entry.value("msg", "") == "resumed from checkpoint")
-            resumed = entry;
-        }
-        return !resumed.is_null();
+        return !(resumed = LastLogEntry("mixed-gpus-worker-0", "resumed from checkpoint"))
+                    .is_null();
       },
       120s))
       << Kubectl("logs mixed-gpus-worker-0").output;
