@@ -204,6 +204,11 @@ Result<Payload> CollectPayload(ProjectionContext& context, std::string_view type
   return payload;
 }
 
+// Checked before anything is created there: a relative path would be the agent's own folder.
+Error NotAbsolute(const std::string& field, const fs::path& path) {
+  return InvalidArgument(field, "\"" + path.string() + "\" must be an absolute path on the host");
+}
+
 // hostPath's `type`, checked (and for the *OrCreate types, created) as kubelet's
 // hostPath plugin does. Symlinks are followed, as its os.Stat does.
 Result<void> CheckHostPath(const fs::path& path, const std::string& type,
@@ -297,6 +302,7 @@ Result<PreparedVolume> PrepareClaim(ProjectionContext& context, const nlohmann::
   fs::path path;
   if (const nlohmann::json* host_path = Member(spec, "hostPath")) {
     path = StringMember(*host_path, "path");
+    if (!path.is_absolute()) return NotAbsolute(volume_field + ".hostPath.path", path);
     if (Result<void> checked =
             CheckHostPath(path, StringMember(*host_path, "type"), volume_field + ".hostPath");
         !checked.ok()) {
@@ -304,6 +310,7 @@ Result<PreparedVolume> PrepareClaim(ProjectionContext& context, const nlohmann::
     }
   } else if (const nlohmann::json* local = Member(spec, "local")) {
     path = StringMember(*local, "path");
+    if (!path.is_absolute()) return NotAbsolute(volume_field + ".local.path", path);
     std::error_code error;
     if (!fs::exists(path, error)) {  // kubelet's local plugin mounts only what exists
       return Error{ErrorCode::kFailedPrecondition,
@@ -315,9 +322,6 @@ Result<PreparedVolume> PrepareClaim(ProjectionContext& context, const nlohmann::
                            claim_ref + " is bound to PersistentVolume " + volume_name +
                                ", which is neither hostPath nor local; fulcrum-local-node runs "
                                "pods as local processes and mounts only those");
-  }
-  if (path.empty() || !path.is_absolute()) {
-    return InvalidArgument(volume_field, "\"" + path.string() + "\" must be an absolute path");
   }
   return PreparedVolume{name, path, BoolMember(source, "readOnly")};
 }
@@ -360,10 +364,7 @@ Result<PreparedVolume> PrepareVolume(ProjectionContext& context, const nlohmann:
   }
   if (type == "hostPath") {
     const std::string path = StringMember(source, "path");
-    if (path.empty() || path.front() != '/') {
-      return InvalidArgument(source_field + ".path",
-                             "\"" + path + "\" must be an absolute path on the host");
-    }
+    if (!fs::path(path).is_absolute()) return NotAbsolute(source_field + ".path", path);
     if (Result<void> checked = CheckHostPath(path, StringMember(source, "type"), source_field);
         !checked.ok()) {
       return checked.error();

@@ -362,6 +362,14 @@ TEST_F(VolumesTest, AClaimBoundToAVolumeThatIsNotOnThisHostIsRefused) {
   references_.AddClaim("jobs", "shared", "pv-host");
   ASSERT_TRUE(Prepare(ClaimVolume("shared")).ok());
   EXPECT_TRUE(fs::is_directory(root_ / "new"));
+  // A relative path is refused before anything is created (it would be the agent's own folder).
+  references_.AddPersistentVolume(
+      "pv-relative", {{"hostPath", {{"path", "relative-pv"}, {"type", "DirectoryOrCreate"}}}});
+  references_.AddClaim("jobs", "shared", "pv-relative");
+  Result<std::vector<PreparedVolume>> relative = Prepare(ClaimVolume("shared"));
+  ASSERT_FALSE(relative.ok());
+  EXPECT_EQ(relative.error().field, "PersistentVolume pv-relative spec.hostPath.path");
+  EXPECT_FALSE(fs::exists("relative-pv"));
 }
 
 TEST_F(VolumesTest, EmptyDirIsADirectoryWhoseContentsSurviveARefresh) {
