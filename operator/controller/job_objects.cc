@@ -227,6 +227,32 @@ std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls,
   return args;
 }
 
+std::vector<std::pair<std::string, std::string>> PythonRuntimeEnv(const JobSpec& job,
+                                                                  bool coordinator_tls,
+                                                                  const std::string& gpu_device) {
+  // What fulcrum-trainer gets as flags, named as python/fulcrum/pod_environment.py reads them.
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"FULCRUM_JOB", job.CoordinatorJobName()},
+      {"FULCRUM_TOKEN_FILE", std::string(kTokenMountPath) + "/token"},
+      {"FULCRUM_DEVICE", job.gpus_per_worker == 0 ? std::string("cpu") : gpu_device},
+      {"FULCRUM_SEED", std::to_string(job.seed)},
+      {"FULCRUM_METRICS_PORT", std::to_string(kTrainerMetricsPort)}};
+  if (coordinator_tls) {
+    env.emplace_back("FULCRUM_COORDINATOR_CA", std::string(kTokenMountPath) + "/ca.crt");
+  } else {
+    env.emplace_back("FULCRUM_COORDINATOR_INSECURE", "true");
+  }
+  if (job.epochs) {
+    env.emplace_back("FULCRUM_EPOCHS", std::to_string(*job.epochs));
+  } else {
+    env.emplace_back("FULCRUM_STEPS", std::to_string(job.steps.value_or(0)));
+  }
+  if (!job.checkpoint_path.empty()) env.emplace_back("FULCRUM_CHECKPOINT_DIR", job.checkpoint_path);
+  if (!job.init_from.empty()) env.emplace_back("FULCRUM_INIT_FROM", job.init_from);
+  if (!job.output_path.empty()) env.emplace_back("FULCRUM_OUTPUT_DIR", job.output_path);
+  return env;
+}
+
 nlohmann::json TrainerPod(const JobSpec& job, int worker, const TrainerPodOptions& options) {
   nlohmann::json metadata = Metadata(job, WorkerPodName(job, worker));
   metadata["labels"][kWorkerLabel] = std::to_string(worker);
@@ -236,11 +262,18 @@ nlohmann::json TrainerPod(const JobSpec& job, int worker, const TrainerPodOption
                         {{"name", "FULCRUM_COORDINATOR"}, {"value", options.coordinator_address}},
                         // Named in the trainer's error when the image cannot use the device.
                         {{"name", "FULCRUM_IMAGE"}, {"value", TrainerImage(job, options)}}};
+  const std::string gpu_device = options.emulated_gpus ? "cpu" : "cuda";
+  const bool python = job.runtime == Runtime::kPython;
+  if (python) {
+    for (const auto& [name, value] : PythonRuntimeEnv(job, options.coordinator_tls, gpu_device))
+      env.push_back({{"name", name}, {"value", value}});
+  }
   for (const auto& [name, value] : job.env) env.push_back({{"name", name}, {"value", value}});
   nlohmann::json container = {
       {"name", "trainer"},
       {"image", TrainerImage(job, options)},
-      {"args", TrainerArgs(job, options.coordinator_tls, options.emulated_gpus ? "cpu" : "cuda")},
+      // A Python job's script takes its own arguments; the job reaches it through FULCRUM_*.
+      {"args", python ? job.args : TrainerArgs(job, options.coordinator_tls, gpu_device)},
       {"env", env},
       {"ports", {{{"name", "metrics"}, {"containerPort", kTrainerMetricsPort}}}},
       {"volumeMounts",

@@ -54,6 +54,11 @@ nlohmann::json HeadlessService(const JobSpec& job);
 // collectives' connections); anyone, on the metrics port only (Prometheus). The TCPStore has no
 // authentication of its own (docs/security.md). The operator needs no rule: trainers dial it.
 nlohmann::json TrainerNetworkPolicy(const JobSpec& job);
+// What a runtime python job's container gets besides the pod's own variables: the job, token, CA,
+// device, steps or epochs, seed, metrics port and storage paths, as FULCRUM_* variables that the
+// fulcrum Python package reads (docs/python-runtime.md has the table).
+std::vector<std::pair<std::string, std::string>> PythonRuntimeEnv(
+    const JobSpec& job, bool coordinator_tls = true, const std::string& gpu_device = "cuda");
 // fulcrum-trainer's flags for this job (the operator's, then spec.args). `gpu_device`: what GPU
 // jobs' trainers are told, "cuda" (or "cpu" on emulated GPU nodes).
 std::vector<std::string> TrainerArgs(const JobSpec& job, bool coordinator_tls = true,

@@ -38,7 +38,9 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
   JobSpec spec;
   std::map<std::string, int64_t> caps;
   std::vector<nlohmann::json> env;
+  std::string runtime = "trainer";
   for (Status status : {
+           Read(job, "/spec/runtime", runtime),
            Read(job, "/metadata/namespace", spec.ns),
            Read(job, "/metadata/name", spec.name),
            Read(job, "/metadata/uid", spec.uid),
@@ -131,6 +133,20 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
     return InvalidArgument("spec.gpusPerWorker",
                            "must be 0 or 1 (a trainer pod runs one rank on one GPU): set "
                            "gpusPerWorker 1 and raise replicas.max instead");
+  if (runtime == "python") {
+    spec.runtime = Runtime::kPython;
+    if (spec.command.empty())
+      return InvalidArgument("spec.command",
+                             "runtime python runs your script: set the command "
+                             "that starts it, e.g. [python3, /app/train.py]");
+    // The operator's CUDA image holds fulcrum-trainer, not CUDA PyTorch.
+    if (spec.gpus_per_worker > 0 && spec.image.empty())
+      return InvalidArgument("spec.image",
+                             "a Python job on GPUs needs your image, with CUDA PyTorch and the "
+                             "fulcrum package (pip install ./python; docs/python-runtime.md)");
+  } else if (runtime != "trainer") {
+    return InvalidArgument("spec.runtime", "is '" + runtime + "'; expected trainer or python");
+  }
   if (spec.builtin_model.empty() == spec.torchscript_path.empty())
     return InvalidArgument("spec.model", "set exactly one of builtin and torchScriptPath");
   if (spec.steps.has_value() == spec.epochs.has_value())

@@ -30,12 +30,20 @@ struct PackedDatasetSpec {
   bool horizontal_flip = false;
 };
 
+// spec.runtime: what runs in the trainer container.
+enum class Runtime {
+  kTrainer,  // fulcrum-trainer with the spec's model, data and recipe (the operator's flags)
+  kPython,   // the user's own script (spec.command) with the fulcrum Python package, which
+             // reads the job from FULCRUM_* variables; model, dataset and recipe are its own
+};
+
 struct JobSpec {
   std::string ns;
   std::string name;
   std::string uid;
   int64_t generation = 0;
 
+  Runtime runtime = Runtime::kTrainer;
   std::string image;  // empty: the operator's default trainer image
   std::vector<std::string> command;
   std::vector<std::string> args;

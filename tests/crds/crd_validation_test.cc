@@ -114,6 +114,7 @@ TEST_F(CrdValidation, ImmutableFieldsCannotChangeWhileLiveFieldsCan) {
       {R"({"spec":{"initFrom":{"path":"/models/base/model.pt"}}})", "initFrom is immutable"},
       {R"({"spec":{"training":{"precision":"bf16"}}})", "training.precision is immutable"},
       {R"({"spec":{"output":{"path":"/models/out"}}})", "output is immutable"},
+      {R"({"spec":{"runtime":"python","command":["python3","train.py"]}})", "runtime is immutable"},
   };
   for (const auto& [json, message] : immutable) {
     const CommandResult result = patch(json);

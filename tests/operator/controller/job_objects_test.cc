@@ -171,6 +171,99 @@ TEST(TrainerPod, GpuJobsGetTheCudaImageAndDeviceCudaAndCpuJobsTheCpuImage) {
             "team/trainer:7");
 }
 
+// A runtime python job as stored (the CRD's defaults for model and dataset applied).
+nlohmann::json PythonJob() {
+  nlohmann::json job = MixedGpusJob();
+  job["spec"]["runtime"] = "python";
+  job["spec"]["gpusPerWorker"] = 0;
+  job["spec"].erase("gpuSelector");
+  job["spec"]["model"] = {{"builtin", "mlp"}};
+  job["spec"]["command"] = {"python3", "/app/train.py"};
+  job["spec"]["args"] = {"--epochs", "3"};
+  return job;
+}
+
+// The value of the container's env variable `name`, or "" if absent.
+std::string EnvValue(const nlohmann::json& pod, const std::string& name) {
+  for (const nlohmann::json& variable : pod["spec"]["containers"][0]["env"]) {
+    if (variable["name"] == name) return variable.value("value", "");
+  }
+  return "";
+}
+
+TEST(TrainerPod, APythonJobRunsTheUsersCommandWithOnlyItsArgsAndTheJobInFulcrumVariables) {
+  const Result<JobSpec> job = ParseJobSpec(PythonJob());
+  ASSERT_TRUE(job.ok()) << job.error().ToString();
+  EXPECT_EQ(job->runtime, Runtime::kPython);
+  TrainerPodOptions options;
+  options.default_image = "registry.example/fulcrum-trainer:1";
+  options.coordinator_address = "coordinator.fulcrum-system:7070";
+  const nlohmann::json pod = TrainerPod(*job, 1, options);
+  const nlohmann::json& container = pod["spec"]["containers"][0];
+  EXPECT_EQ(container["command"], (nlohmann::json{"python3", "/app/train.py"}));
+  EXPECT_EQ(container["args"], (nlohmann::json{"--epochs", "3"})) << "no fulcrum-trainer flag";
+  // The CPU trainer image carries the fulcrum package and CPU PyTorch.
+  EXPECT_EQ(container["image"], "registry.example/fulcrum-trainer:1");
+  EXPECT_EQ(EnvValue(pod, "FULCRUM_COORDINATOR"), "coordinator.fulcrum-system:7070");
+  EXPECT_EQ(EnvValue(pod, "FULCRUM_JOB"), "team-a/mixed-gpus");
+  EXPECT_EQ(EnvValue(pod, "FULCRUM_TOKEN_FILE"), "/var/run/fulcrum/token/token");
+  EXPECT_EQ(EnvValue(pod, "FULCRUM_COORDINATOR_CA"), "/var/run/fulcrum/token/ca.crt");
+  EXPECT_EQ(EnvValue(pod, "FULCRUM_DEVICE"), "cpu");
+  EXPECT_EQ(EnvValue(pod, "FULCRUM_STEPS"), "600");
+  EXPECT_EQ(EnvValue(pod, "FULCRUM_EPOCHS"), "");
+  EXPECT_EQ(EnvValue(pod, "FULCRUM_CHECKPOINT_DIR"), "/ckpt");
+  EXPECT_EQ(EnvValue(pod, "FULCRUM_METRICS_PORT"), "9400");
+  EXPECT_EQ(EnvValue(pod, "OMP_NUM_THREADS"), "1") << "the job's own env stays";
+  // Same placement, token volume and port as a fulcrum-trainer pod.
+  EXPECT_EQ(container["volumeMounts"][0]["mountPath"], "/var/run/fulcrum/token");
+  EXPECT_EQ(container["ports"][0]["containerPort"], kTrainerMetricsPort);
+
+  nlohmann::json plaintext_epochs = PythonJob();
+  plaintext_epochs["spec"]["training"] = {
+      {"epochs", 4}, {"optimizer", "sgd"}, {"learningRate", 0.1}};
+  options.coordinator_tls = false;
+  const nlohmann::json other = TrainerPod(ParseJobSpec(plaintext_epochs).value(), 0, options);
+  EXPECT_EQ(EnvValue(other, "FULCRUM_EPOCHS"), "4");
+  EXPECT_EQ(EnvValue(other, "FULCRUM_STEPS"), "");
+  EXPECT_EQ(EnvValue(other, "FULCRUM_COORDINATOR_INSECURE"), "true");
+  EXPECT_EQ(EnvValue(other, "FULCRUM_COORDINATOR_CA"), "");
+}
+
+TEST(TrainerPod, APythonJobOnEmulatedGpusIsToldCpuAndOnRealGpusCuda) {
+  nlohmann::json stored = PythonJob();
+  stored["spec"]["gpusPerWorker"] = 1;
+  stored["spec"]["image"] = "team/train:3";
+  const JobSpec job = ParseJobSpec(stored).value();
+  TrainerPodOptions options;
+  EXPECT_EQ(EnvValue(TrainerPod(job, 0, options), "FULCRUM_DEVICE"), "cuda");
+  EXPECT_EQ(TrainerPod(job, 0, options)["spec"]["containers"][0]["image"], "team/train:3");
+  options.emulated_gpus = true;
+  EXPECT_EQ(EnvValue(TrainerPod(job, 0, options), "FULCRUM_DEVICE"), "cpu");
+}
+
+TEST(ParseJobSpec, APythonJobNeedsItsCommandAndOnGpusItsOwnImage) {
+  nlohmann::json no_command = PythonJob();
+  no_command["spec"].erase("command");
+  const Result<JobSpec> refused = ParseJobSpec(no_command);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().ToString(), HasSubstr("spec.command"));
+  EXPECT_THAT(refused.error().ToString(), HasSubstr("python3, /app/train.py"));
+
+  nlohmann::json gpus = PythonJob();
+  gpus["spec"]["gpusPerWorker"] = 1;
+  const Result<JobSpec> no_image = ParseJobSpec(gpus);
+  ASSERT_FALSE(no_image.ok());
+  EXPECT_THAT(no_image.error().ToString(), HasSubstr("spec.image"));
+  EXPECT_THAT(no_image.error().ToString(), HasSubstr("CUDA PyTorch"));
+
+  nlohmann::json unknown = PythonJob();
+  unknown["spec"]["runtime"] = "jax";
+  const Result<JobSpec> bad_runtime = ParseJobSpec(unknown);
+  ASSERT_FALSE(bad_runtime.ok());
+  EXPECT_THAT(bad_runtime.error().ToString(), HasSubstr("spec.runtime"));
+  EXPECT_THAT(bad_runtime.error().ToString(), HasSubstr("trainer or python"));
+}
+
 TEST(TrainerPod, NodesWhereTheJobReleasedAWorkerAreExcluded) {
   const JobSpec job = ParseJobSpec(MixedGpusJob()).value();
   TrainerPodOptions options;
