@@ -57,7 +57,8 @@ from fulcrum.coordinator_link import CoordinatorLink, StaticMembership, pb
 from fulcrum.emulated_slowdown import EmulatedSlowdown
 from fulcrum.errors import (CollectiveFailed, CoordinatorRefusedError, FulcrumError,
                             MembershipChanged, UsageError)
-from fulcrum.pod_environment import PodEnvironment
+from fulcrum.metrics import TrainerMetrics
+from fulcrum.pod_environment import JobSpec, PodEnvironment
 from fulcrum.sample_order import SampleOrder, shard_for_rank
 from fulcrum.state import State
 
@@ -144,6 +145,10 @@ class Job:
         self._collective_timeout = collective_timeout
         self._slowdown = slowdown
         self._sample_log = open(sample_log, "a", encoding="utf-8") if sample_log else None
+        # What the job's spec says of training (steps or epochs, seed, storage paths).
+        self.spec = JobSpec.read()
+        self._metrics = TrainerMetrics(settings.job, settings.pod, settings.metrics_port) \
+            if settings is not None else TrainerMetrics("", "", None)
         self._assignment = None   # the generation's first Assignment
         self._batches: list[int] = []
         self.generation = 0
@@ -464,12 +469,14 @@ class Job:
 
     # -- the data ----------------------------------------------------------------------------
     def data_loader(self, dataset: Dataset, *, steps: Optional[int] = None,
-                    epochs: Optional[int] = None, shuffle: bool = True, seed: int = 0,
-                    **dataloader_arguments) -> "StepLoader":
+                    epochs: Optional[int] = None, shuffle: bool = True,
+                    seed: Optional[int] = None, **dataloader_arguments) -> "StepLoader":
         """Yields this rank's share of every global step of `dataset`, as a DataLoader built
         with `dataloader_arguments` (num_workers, collate_fn, pin_memory, ...) would. It ends
         after `steps` optimizer steps or `epochs` passes (the last step of the last epoch is
-        partial), or when the job asks this rank to stop. The batch size is the plan's."""
+        partial), or when the job asks this rank to stop. The batch size is the plan's.
+        Without steps= and epochs=, the job's spec.training.steps or .epochs; without seed=,
+        the job's seed (0 outside a job)."""
         refused = [name for name in _REFUSED_LOADER_ARGUMENTS if name in dataloader_arguments]
         if refused:
             raise UsageError(
@@ -477,6 +484,11 @@ class Job:
                 "step's batch holds (the plan's local batch, prefix-sum shards of one "
                 "permutation per epoch); leave out batch_size, sampler, batch_sampler and "
                 "drop_last, and use shuffle= and seed= for the order")
+        if steps is None and epochs is None:
+            steps, epochs = (None, self.spec.epochs) if self.spec.epochs else (self.spec.steps,
+                                                                               None)
+        if seed is None:
+            seed = self.spec.seed if self.spec.seed is not None else 0
         if steps is None and epochs is None and self.total_steps is None:
             raise UsageError("job.data_loader(): give steps= or epochs= (or run a job whose "
                              "spec sets training.steps), so every rank ends at the same step")
@@ -531,6 +543,8 @@ class Job:
             step_end_seconds=end, global_loss=agreed.global_loss)
         self._membership.set_progress(self.generation, self.step)
         self._membership.report(report)
+        self._metrics.observe_step(report.step_seconds, step.data_wait, step.local_batch,
+                                   agreed.global_loss, step.generation, self.step)
         if self._sample_log is not None:
             self._sample_log.write(json.dumps({
                 "step": step.index, "generation": step.generation, "rank": self.rank,
@@ -759,7 +773,9 @@ class StepLoader:
                 return
 
 
-def _choose_device(device) -> torch.device:
+def _choose_device(device, from_job: bool = False) -> torch.device:
+    """`from_job`: the device came from FULCRUM_DEVICE, which the operator sets by the job's
+    gpusPerWorker, so a missing GPU is the pod's image or node, not the script's choice."""
     if device is not None:
         chosen = torch.device(device)
     elif torch.cuda.is_available():
@@ -767,6 +783,12 @@ def _choose_device(device) -> torch.device:
     else:
         chosen = torch.device("cpu")
     if chosen.type == "cuda":
+        if not torch.cuda.is_available() and from_job:
+            raise UsageError(
+                f"FULCRUM_DEVICE={device}: the job asks for a GPU (gpusPerWorker 1), but the "
+                f"torch {torch.__version__} of image {os.environ.get('FULCRUM_IMAGE', '?')} on "
+                f"node {os.environ.get('NODE_NAME', '?')} sees none: use an image with CUDA "
+                "PyTorch, on a node whose GPU the pod was given")
         if not torch.cuda.is_available():
             raise UsageError(f"fulcrum.init(device={str(device)!r}): this torch sees no CUDA "
                              "device; use device='cpu'")
@@ -787,7 +809,13 @@ def init(*, device=None, backend: Optional[str] = None, static_group: Optional[S
     rank 0's c10d TCPStore: NCCL on a GPU, Gloo on the CPU (backend= overrides).
     `static_group` runs a fixed group without a coordinator (tests, benchmarks).
     `sample_log`: a file that receives one JSON line per step (positions, indices, timings)."""
-    chosen = _choose_device(device)
+    environment = None
+    from_job = False
+    if static_group is None:
+        environment = PodEnvironment.read(**settings)
+        from_job = device is None and environment.device is not None
+        device = device if device is not None else environment.device
+    chosen = _choose_device(device, from_job)
     backend = backend or ("nccl" if chosen.type == "cuda" else "gloo")
     if backend == "nccl" and chosen.type != "cuda":
         raise UsageError("fulcrum.init(backend='nccl') needs a CUDA device; use gloo on the CPU")
@@ -815,9 +843,7 @@ def init(*, device=None, backend: Optional[str] = None, static_group: Optional[S
         membership = StaticMembership(assignment)
         slowdown = EmulatedSlowdown(float(os.environ.get("FULCRUM_EMULATED_SLOWDOWN") or 1.0),
                                     os.environ.get("FULCRUM_SLOWDOWN_FILE") or None)
-        environment = None
     else:
-        environment = PodEnvironment.read(**settings)
         store_server = dist.TCPStore(environment.host, 0, is_master=True,
                                      wait_for_workers=False)
         product, memory = environment.gpu_product or "cpu", 0

@@ -14,6 +14,19 @@
 | gpu_product          | FULCRUM_GPU_PRODUCT               | the CUDA device's name, else "cpu"  |
 | emulated_slowdown    | FULCRUM_EMULATED_SLOWDOWN         | 1 (none)                            |
 | slowdown_file        | FULCRUM_SLOWDOWN_FILE             | none                                |
+| device               | FULCRUM_DEVICE (cpu, cuda)        | cuda when torch sees one, else cpu  |
+| metrics_port         | FULCRUM_METRICS_PORT              | none: no Prometheus endpoint        |
+
+What the job's spec says of training, for the script to use (`job.spec`), also from the pod:
+
+| spec field        | environment              |
+|-------------------|--------------------------|
+| training.steps    | FULCRUM_STEPS            |
+| training.epochs   | FULCRUM_EPOCHS           |
+| dataset seed      | FULCRUM_SEED             |
+| checkpoint.path   | FULCRUM_CHECKPOINT_DIR   |
+| initFrom.path     | FULCRUM_INIT_FROM        |
+| output.path       | FULCRUM_OUTPUT_DIR       |
 """
 
 from __future__ import annotations
@@ -40,6 +53,19 @@ _ENVIRONMENT = {
     "gpu_product": "FULCRUM_GPU_PRODUCT",
     "emulated_slowdown": "FULCRUM_EMULATED_SLOWDOWN",
     "slowdown_file": "FULCRUM_SLOWDOWN_FILE",
+    "device": "FULCRUM_DEVICE",
+    "metrics_port": "FULCRUM_METRICS_PORT",
+}
+
+# The job's spec as the operator passes it to a runtime python pod (PythonRuntimeEnv in
+# operator/controller/job_objects.cc).
+_SPEC = {
+    "steps": "FULCRUM_STEPS",
+    "epochs": "FULCRUM_EPOCHS",
+    "seed": "FULCRUM_SEED",
+    "checkpoint_dir": "FULCRUM_CHECKPOINT_DIR",
+    "init_from": "FULCRUM_INIT_FROM",
+    "output_dir": "FULCRUM_OUTPUT_DIR",
 }
 
 NOT_UNDER_FULCRUM = (
@@ -60,6 +86,42 @@ def _parse_bool(name: str, text: str) -> bool:
     raise ConfigurationError(f"{name}={text!r}: expected true or false")
 
 
+def _integer(name: str, text: str | None, least: int) -> int | None:
+    if text is None or text == "":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigurationError(f"{name}={text!r}: expected a whole number") from None
+    if value < least:
+        raise ConfigurationError(f"{name}={value}: expected a number >= {least}")
+    return value
+
+
+@dataclass
+class JobSpec:
+    """What the job's spec says of training (None: not set). `steps` and `epochs` are the
+    default length of job.data_loader(); the paths are the job's storage, for the script's own
+    checkpoints, starting weights and trained model."""
+    steps: int | None = None
+    epochs: int | None = None
+    seed: int | None = None
+    checkpoint_dir: str | None = None
+    init_from: str | None = None
+    output_dir: str | None = None
+
+    @classmethod
+    def read(cls, environ: Mapping[str, str] | None = None) -> "JobSpec":
+        environ = os.environ if environ is None else environ
+        text = {name: environ.get(variable) or None for name, variable in _SPEC.items()}
+        steps = _integer("$FULCRUM_STEPS", text["steps"], 0)
+        return cls(steps=steps or None,  # 0: the job sets no step count
+                   epochs=_integer("$FULCRUM_EPOCHS", text["epochs"], 1),
+                   seed=_integer("$FULCRUM_SEED", text["seed"], 0),
+                   checkpoint_dir=text["checkpoint_dir"], init_from=text["init_from"],
+                   output_dir=text["output_dir"])
+
+
 @dataclass
 class PodEnvironment:
     coordinator: str
@@ -72,6 +134,8 @@ class PodEnvironment:
     gpu_product: str | None  # None: ask the device
     emulated_slowdown: float
     slowdown_file: str | None
+    device: str | None = None  # None: cuda when torch sees one
+    metrics_port: int | None = None
 
     @classmethod
     def read(cls, environ: Mapping[str, str] | None = None, **overrides) -> "PodEnvironment":
@@ -150,11 +214,20 @@ class PodEnvironment:
             raise ConfigurationError(
                 f"{slowdown_source}={slowdown}: expected a number in [1, 100]")
         slowdown_file, _ = setting("slowdown_file")
+        device, device_source = setting("device")
+        if device is not None and str(device).split(":")[0] not in ("cpu", "cuda"):
+            raise ConfigurationError(f"{device_source}={device!r}: expected cpu or cuda")
+        port_value, port_source = setting("metrics_port")
+        metrics_port = _integer(port_source, None if port_value is None else str(port_value), 0)
+        if metrics_port is not None and metrics_port > 65535:
+            raise ConfigurationError(f"{port_source}={metrics_port}: expected a port <= 65535")
         return cls(coordinator=coordinator, job=str(job), token=token,
                    root_certificates=root_certificates,
                    pod=str(pod or f"{hostname}-{os.getpid()}"), node=str(node or hostname),
                    host=str(host or "127.0.0.1"), gpu_product=gpu_product,
-                   emulated_slowdown=slowdown, slowdown_file=slowdown_file)
+                   emulated_slowdown=slowdown, slowdown_file=slowdown_file,
+                   device=str(device) if device is not None else None,
+                   metrics_port=metrics_port)
 
     @staticmethod
     def settings() -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 import fulcrum
 from conftest import PYTHON_DIR
 from coordinator_harness import JOB, WORKER, LocalCoordinator, free_port
-from fulcrum.pod_environment import PodEnvironment
+from fulcrum.pod_environment import JobSpec, PodEnvironment
 
 
 def test_without_the_operators_environment_init_says_it_is_not_running_under_fulcrum(
@@ -45,6 +45,9 @@ def test_settings_name_the_variable_and_the_fix(tmp_path):
         ({"FULCRUM_COORDINATOR_INSECURE": "",
           "FULCRUM_COORDINATOR_CA": str(tmp_path / "none.crt")}, "FULCRUM_COORDINATOR_INSECURE"),
         ({"FULCRUM_EMULATED_SLOWDOWN": "0.5"}, "expected a number in [1, 100]"),
+        ({"FULCRUM_DEVICE": "tpu"}, "FULCRUM_DEVICE='tpu': expected cpu or cuda"),
+        ({"FULCRUM_METRICS_PORT": "metrics"}, "FULCRUM_METRICS_PORT='metrics': expected a whole"),
+        ({"FULCRUM_METRICS_PORT": "70000"}, "expected a port <= 65535"),
     ]
     for change, expected in cases:
         with pytest.raises(fulcrum.ConfigurationError) as refused:
@@ -52,6 +55,22 @@ def test_settings_name_the_variable_and_the_fix(tmp_path):
         assert expected in str(refused.value), (change, str(refused.value))
     with pytest.raises(TypeError, match="unexpected keyword"):
         PodEnvironment.read(base, tokn_file="x")
+
+
+def test_the_jobs_training_length_seed_and_paths_are_read_and_bad_ones_named():
+    spec = JobSpec.read({"FULCRUM_EPOCHS": "3", "FULCRUM_SEED": "5",
+                         "FULCRUM_CHECKPOINT_DIR": "/ckpt", "FULCRUM_OUTPUT_DIR": "/out"})
+    assert (spec.epochs, spec.steps, spec.seed) == (3, None, 5)
+    assert (spec.checkpoint_dir, spec.output_dir, spec.init_from) == ("/ckpt", "/out", None)
+    assert JobSpec.read({"FULCRUM_STEPS": "0"}).steps is None  # 0: the job sets none
+    assert JobSpec.read({}) == JobSpec()
+    for environ, expected in [
+            ({"FULCRUM_EPOCHS": "0"}, "$FULCRUM_EPOCHS=0: expected a number >= 1"),
+            ({"FULCRUM_STEPS": "ten"}, "$FULCRUM_STEPS='ten': expected a whole"),
+            ({"FULCRUM_SEED": "-1"}, "$FULCRUM_SEED=-1: expected a number >= 0")]:
+        with pytest.raises(fulcrum.ConfigurationError) as refused:
+            JobSpec.read(environ)
+        assert expected in str(refused.value)
 
 
 @pytest.mark.integration
