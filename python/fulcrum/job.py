@@ -147,8 +147,11 @@ class Job:
         self._sample_log = open(sample_log, "a", encoding="utf-8") if sample_log else None
         # What the job's spec says of training (steps or epochs, seed, storage paths).
         self.spec = JobSpec.read()
-        self._metrics = TrainerMetrics(settings.job, settings.pod, settings.metrics_port) \
-            if settings is not None else TrainerMetrics("", "", None)
+        # On the pod's own address, as fulcrum-trainer's --host: fulcrum-local-node's pods
+        # share one network namespace, each with its own loopback address.
+        self._metrics = (TrainerMetrics(settings.job, settings.pod, settings.metrics_port,
+                                        settings.host)
+                         if settings is not None else TrainerMetrics("", "", None, ""))
         self._assignment = None   # the generation's first Assignment
         self._batches: list[int] = []
         self.generation = 0

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
+from fulcrum.errors import ConfigurationError
+
 log = logging.getLogger("fulcrum")
 
 # fulcrum-trainer's step-time buckets, in seconds.
@@ -19,7 +21,7 @@ STEP_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 
 
 class TrainerMetrics:
-    def __init__(self, job: str, pod: str, port: Optional[int], host: str = "0.0.0.0"):
+    def __init__(self, job: str, pod: str, port: Optional[int], host: str):
         self.port: Optional[int] = None
         self._series = None
         if port is None:
@@ -55,7 +57,12 @@ class TrainerMetrics:
             "generation": gauge("fulcrum_trainer_generation", "Membership generation"),
             "step": gauge("fulcrum_trainer_step", "Optimizer steps completed"),
         }
-        prometheus.start_http_server(port, addr=host, registry=registry)
+        try:
+            prometheus.start_http_server(port, addr=host, registry=registry)
+        except OSError as error:
+            raise ConfigurationError(
+                f"cannot serve the Prometheus series on {host}:{port} (FULCRUM_METRICS_PORT, "
+                f"POD_IP): {error.strerror}") from None
         self.port = port
         log.info("Prometheus series on %s:%d/metrics", host, port)
 

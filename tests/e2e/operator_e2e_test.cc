@@ -305,20 +305,78 @@ class OperatorE2E : public ::testing::Test {
     return found;
   }
 
+  // Once measured, the local batches follow the (emulated) speeds: A100 > V100 > T4. Waits from
+  // step 60 for up to 60 more steps: moves are bounded (x2 per plan into unmeasured sizes) and
+  // on a loaded machine the measurements that confirm them take longer. Returns the batches by
+  // product (EXPECTs them ordered) and checks each worker's product is its node's.
+  std::map<std::string, int> ExpectBatchesOrderedBySpeed(const std::string& job) const {
+    EXPECT_TRUE(WaitUntil([&] { return Step(job) >= 60; }, 180s)) << Describe(job);
+    std::map<std::string, int> batch_by_product;
+    json measured;
+    auto ordered = [&] {
+      measured = Status(job);
+      batch_by_product.clear();
+      for (const json& worker : measured.value("workers", json::array())) {
+        batch_by_product[worker.value("gpuProduct", "")] = worker.value("localBatch", 0);
+      }
+      return batch_by_product["A100-SXM4-40GB"] > batch_by_product["V100-SXM2-16GB"] &&
+             batch_by_product["V100-SXM2-16GB"] > batch_by_product["Tesla-T4"];
+    };
+    WaitUntil([&] { return ordered() || Step(job) >= 120; }, 180s);
+    for (const json& worker : measured.value("workers", json::array())) {
+      EXPECT_EQ(worker["gpuProduct"], kNodeProducts.at(worker["node"])) << worker.dump();
+    }
+    EXPECT_GT(batch_by_product["A100-SXM4-40GB"], batch_by_product["V100-SXM2-16GB"]);
+    EXPECT_GT(batch_by_product["V100-SXM2-16GB"], batch_by_product["Tesla-T4"]);
+    return batch_by_product;
+  }
+  // Slows the A100 node down 8x (emulated) and waits for the speed rebalance that moves samples
+  // off it (one the balancer adopted while the slowed measurements were still being confirmed
+  // may precede it), read before the node is fast again. EXPECTs it within 20 steps of the
+  // slowdown (the plan's apply lead included) and a predicted gain above minGain; returns it.
+  json ExpectARebalanceOffTheSlowedA100(const std::string& job, int a100_batch) const {
+    const int64_t slowed_at = Step(job);
+    Relabel("a100-local-0", "8");
+    json rebalance;
+    const auto a100_lost_samples = [&](const json& status) {
+      for (const json& worker : status.value("workers", json::array())) {
+        if (worker["node"] == "a100-local-0") return worker["localBatch"].get<int>() < a100_batch;
+      }
+      return false;
+    };
+    const bool rebalanced = WaitUntil(
+        [&] {
+          const json status = Status(job);
+          rebalance = status.value("lastRebalance", json::object());
+          return rebalance.value("step", int64_t{-1}) > slowed_at &&
+                 std::string(rebalance.value("reason", "")).find("predicted step time") == 0 &&
+                 a100_lost_samples(status);
+        },
+        120s);
+    Relabel("a100-local-0", "1");
+    EXPECT_TRUE(rebalanced) << Describe(job);
+    if (!rebalanced) return json::object();
+    std::printf("%s: slowed at step %lld; rebalanced at step %lld: %s\n", job.c_str(),
+                static_cast<long long>(slowed_at),
+                static_cast<long long>(rebalance["step"].get<int64_t>()), rebalance.dump().c_str());
+    EXPECT_LE(rebalance["step"].get<int64_t>(), slowed_at + 20 + 3);
+    EXPECT_GT(rebalance.value("predictedGain", 0.0), 0.05);
+    return rebalance;
+  }
+  static void Relabel(const std::string& node, const std::string& slowdown) {
+    ASSERT_EQ(Cluster()
+                  .Kubectl("label node " + node + " fulcrum.dev/emulated-slowdown=" + slowdown +
+                           " --overwrite")
+                  .exit_code,
+              0);
+  }
+
   static inline std::unique_ptr<OperatorProcess> operator_;
   static inline int coordinator_port_ = 0;
   std::string ns_;
   std::unique_ptr<fulcrum::testing::TemporaryDirectory> checkpoints_;
   mutable std::vector<std::string> volumes_;  // PersistentVolumes this test made (cluster-wide)
 };
-
-void Relabel(const std::string& node, const std::string& slowdown) {
-  ASSERT_EQ(Cluster()
-                .Kubectl("label node " + node + " fulcrum.dev/emulated-slowdown=" + slowdown +
-                         " --overwrite")
-                .exit_code,
-            0);
-}
 
 TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithoutRestarts) {
   Apply(Example("mixed-gpus.yaml"));
@@ -343,27 +401,7 @@ TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithout
   EXPECT_EQ(policy["spec"]["podSelector"]["matchLabels"]["fulcrum.dev/job"], "mixed-gpus")
       << policy.dump();
   EXPECT_EQ(policy["metadata"]["ownerReferences"][0]["kind"], "HeteroTrainingJob");
-  // Once measured, the local batches follow the (emulated) speeds: A100 > V100 > T4. From step
-  // 60 on, and within 60 more steps: moves are bounded (x2 per plan into unmeasured sizes) and
-  // on a loaded machine the measurements that confirm them take longer.
-  ASSERT_TRUE(WaitUntil([&] { return Step("mixed-gpus") >= 60; }, 180s));
-  std::map<std::string, int> batch_by_product;
-  json measured;
-  auto ordered = [&] {
-    measured = Status("mixed-gpus");
-    batch_by_product.clear();
-    for (const json& worker : measured.value("workers", json::array())) {
-      batch_by_product[worker.value("gpuProduct", "")] = worker.value("localBatch", 0);
-    }
-    return batch_by_product["A100-SXM4-40GB"] > batch_by_product["V100-SXM2-16GB"] &&
-           batch_by_product["V100-SXM2-16GB"] > batch_by_product["Tesla-T4"];
-  };
-  WaitUntil([&] { return ordered() || Step("mixed-gpus") >= 120; }, 180s);
-  for (const json& worker : measured["workers"]) {
-    EXPECT_EQ(worker["gpuProduct"], kNodeProducts.at(worker["node"])) << worker.dump();
-  }
-  EXPECT_GT(batch_by_product["A100-SXM4-40GB"], batch_by_product["V100-SXM2-16GB"]);
-  EXPECT_GT(batch_by_product["V100-SXM2-16GB"], batch_by_product["Tesla-T4"]);
+  std::map<std::string, int> batch_by_product = ExpectBatchesOrderedBySpeed("mixed-gpus");
   // kubectl get shows the columns.
   const std::string table = Kubectl("get htj").output;
   for (const char* column : {"PHASE", "WORKERS", "STEP", "SAMPLES/S", "EFFICIENCY"}) {
@@ -372,37 +410,8 @@ TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithout
 
   // Slow the A100 node down 8x (emulated): within 20 steps a rebalance moves samples off it.
   const auto before = Identities();
-  const int a100_batch = batch_by_product["A100-SXM4-40GB"];
-  const int64_t slowed_at = Step("mixed-gpus");
-  Relabel("a100-local-0", "8");
-  // The speed rebalance that moves samples off the A100 (one the balancer adopted while the
-  // slowed measurements were still being confirmed may precede it), read before the node is
-  // fast again.
-  json rebalance;
-  json after_slowdown;
-  const auto a100_lost_samples = [&](const json& status) {
-    for (const json& worker : status.value("workers", json::array())) {
-      if (worker["node"] == "a100-local-0") return worker["localBatch"].get<int>() < a100_batch;
-    }
-    return false;
-  };
-  const bool rebalanced = WaitUntil(
-      [&] {
-        after_slowdown = Status("mixed-gpus");
-        rebalance = after_slowdown.value("lastRebalance", json::object());
-        return rebalance.value("step", int64_t{-1}) > slowed_at &&
-               std::string(rebalance.value("reason", "")).find("predicted step time") == 0 &&
-               a100_lost_samples(after_slowdown);
-      },
-      120s);
-  Relabel("a100-local-0", "1");
-  ASSERT_TRUE(rebalanced) << Describe("mixed-gpus");
-  std::printf("slowed at step %lld; rebalanced at step %lld: %s\n",
-              static_cast<long long>(slowed_at),
-              static_cast<long long>(rebalance["step"].get<int64_t>()), rebalance.dump().c_str());
-  // Within 20 steps of the slowdown (the plan's apply lead is included in that).
-  EXPECT_LE(rebalance["step"].get<int64_t>(), slowed_at + 20 + 3);
-  EXPECT_GT(rebalance.value("predictedGain", 0.0), 0.05);
+  ASSERT_FALSE(
+      ExpectARebalanceOffTheSlowedA100("mixed-gpus", batch_by_product["A100-SXM4-40GB"]).empty());
   EXPECT_TRUE(EventReasons().contains("Rebalanced"));
   EXPECT_NE(Describe("mixed-gpus").find("Rebalanced"), std::string::npos);
   const std::string metrics = operator_->Metrics();
@@ -436,6 +445,68 @@ TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithout
       },
       30s))
       << "the deleted job's series are gone";
+}
+
+// runtime: python: the user's own DDP script (docs/examples/ddp_train.py) with the fulcrum
+// package, as crds/examples/python-ddp.yaml runs it, on the emulated A100, V100 and T4 nodes.
+TEST_F(OperatorE2E, APythonScriptJobBalancesBySpeedRebalancesAfterASlowdownAndSucceeds) {
+  // The package's protocol messages, generated from proto/ as `pip install` would.
+  const CommandResult stubs = RunShell("cd " + ShellQuote(SourcePath("python")) +
+                                       " && /usr/bin/python3 -m fulcrum.stubs 2>&1");
+  ASSERT_EQ(stubs.exit_code, 0) << stubs.output;
+  json job = Example("python-ddp.yaml");
+  // fulcrum-local-node runs the command on this machine: Debian's python3 and python3-torch,
+  // the script and the package from the source tree (the image is only a name here).
+  job["spec"]["image"] = "fulcrum-trainer";
+  job["spec"]["command"] = {"/usr/bin/python3", SourcePath("docs/examples/ddp_train.py")};
+  job["spec"]["env"].push_back({{"name", "PYTHONPATH"}, {"value", SourcePath("python")}});
+  job["spec"]["training"]["steps"] = 100000;  // the test ends it live, once it has seen enough
+  const std::filesystem::path output = checkpoints_->path() / "python-ddp-model";
+  job["spec"]["output"]["path"] = output.string();
+  Apply(job);
+  ASSERT_TRUE(WaitForPhase("python-ddp", "Running", 180s, 3)) << Describe("python-ddp");
+  const auto before = Identities();
+  std::map<std::string, int> batch_by_product = ExpectBatchesOrderedBySpeed("python-ddp");
+  ASSERT_FALSE(
+      ExpectARebalanceOffTheSlowedA100("python-ddp", batch_by_product["A100-SXM4-40GB"]).empty());
+  EXPECT_EQ(Identities(), before) << "no pod was restarted or replaced";
+
+  // The series the dashboard's panels query: the job's and its workers' from the operator, the
+  // trainer's from each pod (fulcrum_trainer_*, on the pod's metrics port).
+  const std::string metrics = operator_->Metrics();
+  const auto has_series_of_job = [&](const std::string& series) {
+    std::istringstream lines(metrics);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.starts_with(series + "{") &&
+          line.find("job=\"python-ddp\",namespace=\"" + ns_ + "\"") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (const char* series :
+       {"fulcrum_job_step", "fulcrum_job_efficiency", "fulcrum_job_samples_per_second",
+        "fulcrum_worker_local_batch", "fulcrum_operator_rebalances_total"}) {
+    EXPECT_TRUE(has_series_of_job(series)) << series << "\n" << metrics;
+  }
+  for (const auto& [name, pod] : Pods()) {
+    const std::string ip = pod["status"].value("podIP", "");
+    const CommandResult scraped = RunShell("curl -fsS http://" + ip + ":9400/metrics");
+    for (const char* series : {"fulcrum_trainer_step_seconds_bucket", "fulcrum_trainer_loss",
+                               "fulcrum_trainer_data_wait_seconds_total"}) {
+      EXPECT_NE(scraped.output.find(series), std::string::npos) << name << ": " << scraped.output;
+    }
+  }
+
+  // A live edit of training.steps ends it: every rank stops at the same step, rank 0 saves.
+  const int64_t end = Step("python-ddp") + 200;
+  ASSERT_EQ(Kubectl("patch htj python-ddp --type merge -p '{\"spec\":{\"training\":{\"steps\":" +
+                    std::to_string(end) + "}}}'")
+                .exit_code,
+            0);
+  ASSERT_TRUE(WaitForPhase("python-ddp", "Succeeded", 300s)) << Describe("python-ddp");
+  EXPECT_EQ(Step("python-ddp"), end);
+  EXPECT_TRUE(std::filesystem::exists(output / "model.pt"));
 }
 
 // A job that keeps training for the tests that change it while it runs.
