@@ -1,0 +1,90 @@
+"""Live rebalancing of a Python job: one of three ranks made slower (EMULATED: its compute is
+followed by a sleep, tests only) gets a smaller local batch than the other two within 20 steps,
+through the real coordinator's balancer, with no process restarted and every rank holding the
+same parameters at every step."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+import torch
+
+from coordinator_harness import LocalCoordinator, wait_until
+
+pytestmark = pytest.mark.integration
+WITHIN_STEPS = 20
+
+
+def records(tmp_path, pod: str) -> list[dict]:
+    path = tmp_path / f"{pod}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+
+
+def last_step(tmp_path, pod: str) -> int:
+    found = records(tmp_path, pod)
+    return found[-1]["step"] if found else -1
+
+
+def moved_off(line: dict, before: int) -> bool:
+    """The rank's batch went down from `before` and below every other rank's."""
+    batches, rank = line["batches"], line["rank"]
+    return batches[rank] < before and all(
+        batches[rank] < batch for other, batch in enumerate(batches) if other != rank)
+
+
+def test_a_slowed_rank_gets_a_smaller_batch_within_20_steps_without_restarts(tmp_path):
+    # Compute large enough (1024 -> 2048 -> 4 per sample) that the step is mostly compute, as on a
+    # GPU, so the emulated factor shows in the step time.
+    coordinator = LocalCoordinator(tmp_path, "--global-batch", "96", "--min-workers", "3",
+                                   "--max-workers", "3", "--settle-ms", "200")
+    slowdown = tmp_path / "c-slowdown"
+    slowdown.write_text("1\n")
+    try:
+        for pod in "abc":
+            overrides = {"FULCRUM_SAMPLE_LOG": str(tmp_path / f"{pod}.jsonl")}
+            if pod == "c":
+                overrides["FULCRUM_SLOWDOWN_FILE"] = str(slowdown)
+            coordinator.start_worker(
+                pod, "--out", str(tmp_path / f"{pod}.pt"), "--steps", "100000", "--samples",
+                "4096", "--features", "1024", "--hidden", "2048",
+                env=coordinator.environment(pod, **overrides))
+        wait_until(lambda: min(last_step(tmp_path, pod) for pod in "abc") >= 30, 240,
+                   "30 steps on every rank")
+        last = records(tmp_path, "c")[-1]
+        slowed_at = last["step"] + 1  # the first step that can read the new factor
+        before = last["batches"][last["rank"]]
+        slowdown.write_text("6\n")
+        wait_until(lambda: any(line["step"] >= slowed_at and moved_off(line, before)
+                               for line in records(tmp_path, "c"))
+                   or last_step(tmp_path, "c") >= slowed_at + 3 * WITHIN_STEPS, 300,
+                   "a smaller batch for c, or 60 slowed steps")
+        for process in coordinator.workers.values():
+            process.send_signal(signal.SIGTERM)  # every rank leaves after the same step
+        codes = coordinator.wait_for_workers(timeout=120)
+    finally:
+        coordinator.stop()
+    assert codes == dict.fromkeys("abc", 0), {pod: coordinator.worker_log(pod)[-3000:]
+                                              for pod in "abc"}
+    logs = {pod: records(tmp_path, pod) for pod in "abc"}
+    smaller = [line["step"] for line in logs["c"]
+               if line["step"] >= slowed_at and moved_off(line, before)]
+    assert smaller, (before, [line["batches"] for line in logs["c"][-5:]])
+    print(f"slowed at step {slowed_at}; c smaller from step {smaller[0]}: {logs['c'][-1]['batches']}")
+    assert smaller[0] <= slowed_at + WITHIN_STEPS, (slowed_at, smaller[0])
+    for pod, lines in logs.items():
+        assert len({line["pid"] for line in lines}) == 1, f"{pod} restarted"
+        assert {line["generation"] for line in lines} == {lines[0]["generation"]}, pod
+    checksums: dict[int, set[float]] = {}
+    for lines in logs.values():
+        for line in lines:
+            checksums.setdefault(line["step"], set()).add(line["checksum"])
+    assert all(len(values) == 1 for values in checksums.values()), "ranks' parameters differ"
+    saved = {pod: torch.load(tmp_path / f"{pod}.pt") for pod in "abc"}
+    assert len({result["step"] for result in saved.values()}) == 1
+    for pod in "bc":
+        for mine, theirs in zip(saved[pod]["parameters"], saved["a"]["parameters"]):
+            assert torch.equal(mine, theirs), pod
