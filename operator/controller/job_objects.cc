@@ -248,6 +248,8 @@ std::vector<std::pair<std::string, std::string>> PythonRuntimeEnv(const JobSpec&
     env.emplace_back("FULCRUM_STEPS", std::to_string(job.steps.value_or(0)));
   }
   if (!job.checkpoint_path.empty()) env.emplace_back("FULCRUM_CHECKPOINT_DIR", job.checkpoint_path);
+  if (job.checkpoint_every > 0)
+    env.emplace_back("FULCRUM_CHECKPOINT_EVERY", std::to_string(job.checkpoint_every));
   if (!job.init_from.empty()) env.emplace_back("FULCRUM_INIT_FROM", job.init_from);
   if (!job.output_path.empty()) env.emplace_back("FULCRUM_OUTPUT_DIR", job.output_path);
   return env;

@@ -60,6 +60,7 @@ from fulcrum.errors import (CollectiveFailed, CoordinatorRefusedError, FulcrumEr
 from fulcrum.metrics import TrainerMetrics
 from fulcrum.pod_environment import JobSpec, PodEnvironment
 from fulcrum.sample_order import SampleOrder, shard_for_rank
+from fulcrum import state_checkpoint
 from fulcrum.state import State
 
 log = logging.getLogger("fulcrum")
@@ -168,6 +169,8 @@ class Job:
         self.terminated = False  # SIGTERM: leave in band after the current step
         self._state: Optional[State] = None
         self._synchronised_generation = 0  # the generation whose state every rank holds
+        self._resume_checked = False  # the job's checkpoint was looked for (first sync)
+        self._last_checkpoint_step = -1
         self._checkpoint_asked = False
         self._step: Optional[_Step] = None
         # A weak reference: the model's reducer holds the comm hook, which holds this job. A
@@ -284,10 +287,38 @@ class Job:
         if self._synchronised_generation != self.generation:
             self._synchronise()
 
+    def _resume_from_checkpoint(self) -> None:
+        """At this process's first synchronisation: the job's checkpoint, if it has one, is its
+        starting point (the synchronisation then takes the most advanced rank's, so a newcomer
+        to a running job still gets the survivors' state)."""
+        self._resume_checked = True
+        directory = self.spec.checkpoint_dir
+        if self._state is None or not directory or self.step > 0:
+            return
+        saved = state_checkpoint.load(directory)
+        if saved is None:
+            log.info("no checkpoint in %s yet: starting from step 0", directory)
+            return
+        self._state.load_state_dict(saved.state)
+        self.step, self.cursor = saved.step, saved.cursor
+        log.info("resumed from checkpoint %s/%s at step %d", directory,
+                 state_checkpoint.FILE_NAME, self.step)
+
+    def _save_checkpoint(self, why: str) -> None:
+        """Rank 0 writes the State with the agreed step and cursor (every rank holds the same)."""
+        if self._state is None or not self.spec.checkpoint_dir or self.rank != 0:
+            return
+        path = state_checkpoint.save(self.spec.checkpoint_dir, self._state.state_dict(),
+                                     self.step, self.cursor)
+        self._last_checkpoint_step = self.step
+        log.info("checkpoint saved at step %d (%s): %s", self.step, why, path)
+
     def _synchronise(self) -> None:
         """The most advanced rank's step, cursor and (with a State) model, optimizer, scheduler
         and extras go to every rank, so the step never goes back and a newcomer catches up.
         Once per generation, never per step."""
+        if not self._resume_checked:
+            self._resume_from_checkpoint()
         try:
             offers = torch.zeros(2 * self.world_size, dtype=torch.float64, device=self._pg_device)
             offers[self.rank] = self.step
@@ -566,6 +597,9 @@ class Job:
         self.checkpoint_requested = agreed.checkpoint
         if agreed.checkpoint:
             self._checkpoint_asked = False
+            self._save_checkpoint("asked by the coordinator")
+        elif self.spec.checkpoint_every and self.step % self.spec.checkpoint_every == 0:
+            self._save_checkpoint(f"every {self.spec.checkpoint_every} steps")
         if not agreed.leave:
             return True
         return self._leave_generation()
@@ -586,6 +620,8 @@ class Job:
             why = ("stop" if self.stop_requested else "drain" if self.drain_requested
                    else "SIGTERM")
             log.info("leaving the job after step %d (%s)", self.step, why)
+            if why != "drain" and self._last_checkpoint_step != self.step:
+                self._save_checkpoint(why)  # a suspended or stopped job resumes here
             return False
         raise MembershipChanged(
             f"the job re-forms after step {self.step} (a member left or joined). To continue "

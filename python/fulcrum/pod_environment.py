@@ -25,6 +25,7 @@ What the job's spec says of training, for the script to use (`job.spec`), also f
 | training.epochs   | FULCRUM_EPOCHS           |
 | dataset seed      | FULCRUM_SEED             |
 | checkpoint.path   | FULCRUM_CHECKPOINT_DIR   |
+| checkpoint.every  | FULCRUM_CHECKPOINT_EVERY |
 | initFrom.path     | FULCRUM_INIT_FROM        |
 | output.path       | FULCRUM_OUTPUT_DIR       |
 """
@@ -64,6 +65,7 @@ _SPEC = {
     "epochs": "FULCRUM_EPOCHS",
     "seed": "FULCRUM_SEED",
     "checkpoint_dir": "FULCRUM_CHECKPOINT_DIR",
+    "checkpoint_every": "FULCRUM_CHECKPOINT_EVERY",
     "init_from": "FULCRUM_INIT_FROM",
     "output_dir": "FULCRUM_OUTPUT_DIR",
 }
@@ -107,6 +109,7 @@ class JobSpec:
     epochs: int | None = None
     seed: int | None = None
     checkpoint_dir: str | None = None
+    checkpoint_every: int | None = None
     init_from: str | None = None
     output_dir: str | None = None
 
@@ -118,7 +121,10 @@ class JobSpec:
         return cls(steps=steps or None,  # 0: the job sets no step count
                    epochs=_integer("$FULCRUM_EPOCHS", text["epochs"], 1),
                    seed=_integer("$FULCRUM_SEED", text["seed"], 0),
-                   checkpoint_dir=text["checkpoint_dir"], init_from=text["init_from"],
+                   checkpoint_dir=text["checkpoint_dir"],
+                   checkpoint_every=_integer("$FULCRUM_CHECKPOINT_EVERY",
+                                             text["checkpoint_every"], 1),
+                   init_from=text["init_from"],
                    output_dir=text["output_dir"])
 
 

@@ -212,6 +212,7 @@ TEST(TrainerPod, APythonJobRunsTheUsersCommandWithOnlyItsArgsAndTheJobInFulcrumV
   EXPECT_EQ(EnvValue(pod, "FULCRUM_STEPS"), "600");
   EXPECT_EQ(EnvValue(pod, "FULCRUM_EPOCHS"), "");
   EXPECT_EQ(EnvValue(pod, "FULCRUM_CHECKPOINT_DIR"), "/ckpt");
+  EXPECT_EQ(EnvValue(pod, "FULCRUM_CHECKPOINT_EVERY"), "100");
   EXPECT_EQ(EnvValue(pod, "FULCRUM_METRICS_PORT"), "9400");
   EXPECT_EQ(EnvValue(pod, "OMP_NUM_THREADS"), "1") << "the job's own env stays";
   // Same placement, token volume and port as a fulcrum-trainer pod.
