@@ -284,6 +284,20 @@ std::vector<int> Controller::MinBatches() const {
   return users;
 }
 
+std::optional<double> Controller::PredictedStepSeconds(int global_batch) const {
+  if (!plan_ || global_batch < 1 || workers_.empty()) return std::nullopt;
+  PlanRequest request = BuildRequest();
+  request.global_batch = global_batch;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    WorkerSpec& worker = request.workers[i];
+    worker.max_batch = std::min(workers_[i].memory.MaxBatch(), global_batch);
+    worker.min_batch = std::min(worker.min_batch, worker.max_batch);
+  }
+  Result<Plan> plan = MakePlan(request, *policy_);
+  if (!plan.ok()) return std::nullopt;
+  return plan->step_seconds;
+}
+
 PlanRequest Controller::BuildRequest() const {
   PlanRequest request;
   request.global_batch = config_.global_batch;

@@ -118,6 +118,11 @@ class Controller {
   // its typical time to count (what releasing or pinning a worker must rest on).
   bool MeasuredInCurrentRegime(std::string_view id, int micro_batch) const;
   double TailSeconds() const { return communication_.TailSeconds(); }
+  // The step time the job's policy would reach splitting `global_batch` under the current
+  // planning costs, with no trust region (the split it would settle at): T*(B) for choosing the
+  // global batch itself (adaptive_batch.h). nullopt before the first plan, or when no split of
+  // it fits the workers' memory.
+  std::optional<double> PredictedStepSeconds(int global_batch) const;
 
  private:
   struct Worker {

@@ -1,5 +1,6 @@
 #include "operator/controller/job_events.h"
 
+#include <absl/strings/str_format.h>
 #include <absl/strings/str_join.h>
 
 #include <cstdio>
@@ -90,6 +91,14 @@ EventNote RebalancedEvent(int64_t apply_at_step, const std::string& reason, doub
   std::string note = "step " + std::to_string(apply_at_step) + ": " + reason;
   if (predicted_gain > 0) note += " (predicted gain " + Percent(predicted_gain) + ")";
   return {false, "Rebalanced", "Rebalance", note};
+}
+
+EventNote GlobalBatchChangedEvent(int64_t step, int from, int to, double learning_rate,
+                                  const std::string& reason) {
+  std::string note = "after step " + std::to_string(step) + ": global batch " +
+                     std::to_string(from) + " -> " + std::to_string(to);
+  if (learning_rate > 0) note += ", learning rate " + absl::StrFormat("%.4g", learning_rate);
+  return {false, "GlobalBatchChanged", "Rebalance", note + " (" + reason + ")"};
 }
 
 EventNote MembershipChangedEvent(int64_t generation, int64_t step, const std::string& reason,

@@ -39,6 +39,9 @@ EventNote FailedEvent(const std::string& reason, const std::string& message);
 EventNote DataBoundEvent(const std::string& message);
 EventNote StorageNotSharedEvent(const std::string& problems);
 EventNote RebalancedEvent(int64_t apply_at_step, const std::string& reason, double predicted_gain);
+// The adaptive global batch moved (spec.batching adaptive), with its learning rate.
+EventNote GlobalBatchChangedEvent(int64_t step, int from, int to, double learning_rate,
+                                  const std::string& reason);
 // A new membership generation (workers joined, left or were lost) and its plan, as one Event:
 // `batches` by rank, applied from `step`.
 EventNote MembershipChangedEvent(int64_t generation, int64_t step, const std::string& reason,

@@ -85,6 +85,14 @@ Result<coordinator::JobSessionConfig> SessionConfig(const JobSpec& spec, const s
   // Edited live: the coordinator passes them to every rank at the same step.
   config.learning_rate = spec.learning_rate;
   config.total_steps = spec.steps.value_or(0);
+  config.batching.enabled = spec.batching.mode == "adaptive";
+  config.batching.min_batch = spec.batching.min;
+  config.batching.max_batch = spec.batching.max;
+  config.batching.min_steps_between_changes = spec.batching.min_steps_between_changes;
+  config.batching.max_factor = spec.batching.max_factor;
+  config.batching.scaling = spec.batching.learning_rate_scaling == "sqrt"
+                                ? balancer::LearningRateScaling::kSquareRoot
+                                : balancer::LearningRateScaling::kAdaScale;
   return config;
 }
 

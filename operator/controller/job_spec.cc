@@ -74,6 +74,13 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
            Read(job, "/spec/balancing/policy", spec.policy),
            Read(job, "/spec/balancing/minGain", spec.min_gain),
            Read(job, "/spec/balancing/intervalSteps", spec.interval_steps),
+           Read(job, "/spec/batching/mode", spec.batching.mode),
+           Read(job, "/spec/batching/min", spec.batching.min),
+           Read(job, "/spec/batching/max", spec.batching.max),
+           Read(job, "/spec/batching/learningRateScaling", spec.batching.learning_rate_scaling),
+           Read(job, "/spec/batching/minStepsBetweenChanges",
+                spec.batching.min_steps_between_changes),
+           Read(job, "/spec/batching/maxFactor", spec.batching.max_factor),
            ReadOptional(job, "/spec/training/steps", spec.steps),
            ReadOptional(job, "/spec/training/epochs", spec.epochs),
            Read(job, "/spec/training/optimizer", spec.optimizer),
@@ -149,6 +156,17 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& job) {
   }
   if (spec.builtin_model.empty() == spec.torchscript_path.empty())
     return InvalidArgument("spec.model", "set exactly one of builtin and torchScriptPath");
+  if (spec.batching.mode != "fixed" && spec.batching.mode != "adaptive")
+    return InvalidArgument("spec.batching.mode",
+                           "is '" + spec.batching.mode + "'; expected fixed or adaptive");
+  if (spec.batching.mode == "adaptive" &&
+      (spec.batching.min < spec.min_replicas || spec.batching.max < spec.batching.min))
+    return InvalidArgument("spec.batching", "adaptive needs replicas.min <= min <= max");
+  if (spec.batching.learning_rate_scaling != "adaScale" &&
+      spec.batching.learning_rate_scaling != "sqrt")
+    return InvalidArgument(
+        "spec.batching.learningRateScaling",
+        "is '" + spec.batching.learning_rate_scaling + "'; expected adaScale or sqrt");
   if (spec.steps.has_value() == spec.epochs.has_value())
     return InvalidArgument("spec.training", "set exactly one of steps and epochs");
   return spec;

@@ -68,6 +68,15 @@ struct JobSpec {
   std::string policy = "optimal";
   double min_gain = 0.05;
   int interval_steps = 50;
+  // spec.batching: adaptive lets the coordinator choose B in [min, max] (docs/adaptive-batch.md).
+  struct Batching {
+    std::string mode = "fixed";
+    int min = 0;
+    int max = 0;
+    std::string learning_rate_scaling = "adaScale";
+    int64_t min_steps_between_changes = 100;
+    double max_factor = 2.0;
+  } batching;
 
   std::optional<int64_t> steps;
   std::optional<int64_t> epochs;

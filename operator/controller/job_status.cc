@@ -233,6 +233,26 @@ nlohmann::json BuildJobStatus(const JobState& state,
   } else if (previous.is_object() && previous.contains("lastRebalance")) {
     status["lastRebalance"] = previous["lastRebalance"];  // from before an operator restart
   }
+  if (training.global_batch > 0) {
+    nlohmann::json batching = {{"mode", training.batching_mode},
+                               {"globalBatchSize", training.global_batch},
+                               {"learningRate", training.learning_rate},
+                               {"changes", nlohmann::json::array()}};
+    if (training.gradient_noise_scale > 0.0) {
+      batching["gradientNoiseScale"] = training.gradient_noise_scale;
+    }
+    for (const coordinator::GlobalBatchChange& change : training.global_batch_changes) {
+      batching["changes"].push_back({{"step", change.step},
+                                     {"from", change.from},
+                                     {"to", change.to},
+                                     {"learningRate", change.learning_rate},
+                                     {"gradientNoiseScale", change.noise_scale},
+                                     {"reason", change.reason}});
+    }
+    status["batching"] = std::move(batching);
+  } else if (previous.is_object() && previous.contains("batching")) {
+    status["batching"] = previous["batching"];  // from before an operator restart
+  }
   if (std::isfinite(training.training_loss)) {
     status["trainingLoss"] = training.training_loss;
   } else if (previous.is_object() && previous.contains("trainingLoss")) {

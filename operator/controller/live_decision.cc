@@ -96,6 +96,18 @@ std::vector<EventNote> StatusEvents(const nlohmann::json& previous, const nlohma
                                      training.last_rebalance.reason,
                                      training.last_rebalance.predicted_gain));
   }
+  // Each adaptive change of the global batch the previous status did not show yet.
+  const int64_t last_shown_change =
+      previous.is_object() && previous.contains("batching") &&
+              !previous["batching"].value("changes", nlohmann::json::array()).empty()
+          ? previous["batching"]["changes"].back().value("step", int64_t{-1})
+          : int64_t{-1};
+  for (const coordinator::GlobalBatchChange& change : training.global_batch_changes) {
+    if (change.step > last_shown_change) {
+      events.push_back(GlobalBatchChangedEvent(change.step, change.from, change.to,
+                                               change.learning_rate, change.reason));
+    }
+  }
   return events;
 }
 

@@ -52,7 +52,10 @@ Status ValidateReport(const fulcrum::v1::StepReport& report) {
         std::pair{report.after_compute_seconds(), "step_report.after_compute_seconds"},
         std::pair{report.step_seconds(), "step_report.step_seconds"},
         std::pair{report.data_wait_seconds(), "step_report.data_wait_seconds"},
-        std::pair{report.step_end_seconds(), "step_report.step_end_seconds"}}) {
+        std::pair{report.step_end_seconds(), "step_report.step_end_seconds"},
+        std::pair{report.local_gradient_squared_norm(), "step_report.local_gradient_squared_norm"},
+        std::pair{report.global_gradient_squared_norm(),
+                  "step_report.global_gradient_squared_norm"}}) {
     if (Status status = CheckFinite(value, field); !status.ok()) return status;
   }
   return Ok();
@@ -79,7 +82,7 @@ Result<JobSession> JobSession::Create(JobSessionConfig config) {
 }
 
 JobSession::JobSession(JobSessionConfig config, balancer::Controller controller)
-    : config_(std::move(config)), controller_(std::move(controller)) {}
+    : config_(std::move(config)), controller_(std::move(controller)), batch_tuner_(config_) {}
 
 Status JobSession::Reconfigure(JobSessionConfig config, Clock::time_point now) {
   if (Status status = ValidateJobConfig(config); !status.ok()) return status;
@@ -89,11 +92,15 @@ Status JobSession::Reconfigure(JobSessionConfig config, Clock::time_point now) {
                      "\" is running: its name and token cannot change; remove it first",
                  config.name != config_.name ? "name" : "token"};
   }
-  if (Status status = controller_.Retune(config.global_batch, config.policy, config.min_gain,
+  // In adaptive mode the running B is the tuner's (a new globalBatchSize restarts it there).
+  GlobalBatchTuner tuner = batch_tuner_;
+  tuner.Reconfigure(config, completed_step_);
+  if (Status status = controller_.Retune(tuner.global_batch(), config.policy, config.min_gain,
                                          config.interval_steps);
       !status.ok()) {
     return status;
   }
+  batch_tuner_ = std::move(tuner);
   const bool limits_changed =
       config.max_workers != config_.max_workers || config.min_workers != config_.min_workers;
   if (config.global_batch != config_.global_batch || limits_changed) {
@@ -316,7 +323,7 @@ Status JobSession::SyncControllerMembers(const std::vector<std::string>& pods) {
     info.gpu_product = member.hello.gpu_product();
     info.memory_bytes = member.hello.gpu_memory();
     // Every worker takes at least one sample when B allows it; otherwise some may idle.
-    info.min_batch = config_.global_batch >= static_cast<int>(pods.size()) ? 1 : 0;
+    info.min_batch = batch_tuner_.global_batch() >= static_cast<int>(pods.size()) ? 1 : 0;
     if (Status status = controller_.AddWorker(info); !status.ok()) return status;
     controller_members_.push_back(pod);
   }
@@ -408,6 +415,7 @@ void JobSession::FormGeneration(Clock::time_point now, Outbox& out) {
   }
   reporters_by_step_.clear();
   samples_by_step_.clear();
+  batch_tuner_.ForgetIncompleteSteps();
   end_by_step_.clear();
   batches_.clear();
   sent_plans_.clear();
@@ -461,7 +469,7 @@ void JobSession::SendAssignments(int64_t apply_at_step, const std::string& reaso
     for (int batch : batches_) assignment.add_batches(batch);
     assignment.set_accumulation_steps(accumulation_steps_);
     assignment.set_abandon_previous(abandon_previous_);
-    assignment.set_learning_rate(config_.learning_rate);
+    assignment.set_learning_rate(batch_tuner_.learning_rate());
     assignment.set_total_steps(config_.total_steps);
     assignment.set_reason(reason);
     out.push_back(std::move(message));
@@ -553,6 +561,8 @@ Status JobSession::Report(std::string_view pod, const fulcrum::v1::StepReport& r
   // What the step committed, and when it ended on rank 0's clock (the one clock throughput
   // is measured on).
   samples_by_step_[report.step()] += report.local_batch();
+  batch_tuner_.Report(report.step(), report.local_batch(), report.local_gradient_squared_norm(),
+                      report.global_gradient_squared_norm());
   if (member->rank == 0 && report.step_end_seconds() > 0.0) {
     end_by_step_[report.step()] = report.step_end_seconds();
   }
@@ -600,6 +610,25 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
                 ? rate
                 : (1 - kAverageWeight) * samples_per_second_average_ + kAverageWeight * rate;
       }
+    }
+  }
+  // The global batch itself (spec.batching adaptive), before this step's plan decision: a new B
+  // is split and sent, with its learning rate, in the plan decided below.
+  if (const std::optional<GlobalBatchChange> change = batch_tuner_.OnStepComplete(
+          step, samples, [this](int batch) { return controller_.PredictedStepSeconds(batch); })) {
+    if (Status status = controller_.Retune(change->to, config_.policy, config_.min_gain,
+                                           config_.interval_steps);
+        !status.ok()) {
+      log::Error("coordinator", config_.name, "the balancer refused the new global batch",
+                 {{"global_batch", change->to}, {"error", status.error().ToString()}});
+    } else {
+      log::Info("coordinator", config_.name, "global batch changed",
+                {{"step", step},
+                 {"from", change->from},
+                 {"to", change->to},
+                 {"learning_rate", change->learning_rate},
+                 {"noise_scale", change->noise_scale},
+                 {"reason", change->reason}});
     }
   }
   if (step > completed_step_) ++steps_in_generation_;
@@ -795,7 +824,7 @@ std::pair<std::vector<std::string>, double> JobSession::Releasable() const {
   // line says cannot help may be fast where it actually runs (issue 25: the line through a
   // slowed worker's big batches put its cost at batch 1 far above what it measured there).
   balancer::PlanRequest request;
-  request.global_batch = config_.global_batch;
+  request.global_batch = batch_tuner_.global_batch();
   request.tail_seconds = controller_.TailSeconds();
   // A worker is judged only on what it measured at the batch it runs, since its speed last
   // changed: even if its time fell in proportion to the batch below that size (the most
@@ -842,7 +871,14 @@ JobSessionSnapshot JobSession::Snapshot() const {
   JobSessionSnapshot snapshot;
   snapshot.name = config_.name;
   snapshot.policy = std::string(balancer::ToString(config_.policy));
-  snapshot.global_batch = config_.global_batch;
+  snapshot.global_batch = batch_tuner_.global_batch();
+  snapshot.batching_mode = batch_tuner_.adaptive() ? "adaptive" : "fixed";
+  snapshot.learning_rate = batch_tuner_.learning_rate();
+  if (const std::optional<balancer::GradientNoiseEstimate> noise = batch_tuner_.Estimate()) {
+    snapshot.gradient_noise_scale = noise->noise_scale;
+  }
+  snapshot.global_batch_changes.assign(batch_tuner_.changes().begin(),
+                                       batch_tuner_.changes().end());
   snapshot.membership_generation = membership_generation_;
   snapshot.generation_reason = generation_reason_;
   snapshot.generation_step = generation_step_;

@@ -16,6 +16,7 @@
 #include "common/token_bucket.h"
 #include "fulcrum/v1/coordinator.pb.h"
 #include "operator/balancer/controller.h"
+#include "operator/coordinator/global_batch_tuner.h"
 #include "operator/coordinator/job_session_config.h"
 #include "operator/coordinator/job_session_snapshot.h"
 #include "operator/coordinator/throughput_window.h"
@@ -206,6 +207,8 @@ class JobSession {
   double efficiency_ = 0.0;   // η = T(best) / T(current), <= 1
   double calibration_ = 0.0;  // T_model(current) / T_measured
   RebalanceSnapshot last_rebalance_;
+  // The running global batch and learning rate, and the gradient noise estimate (spec.batching).
+  GlobalBatchTuner batch_tuner_;
 };
 
 }  // namespace fulcrum::coordinator

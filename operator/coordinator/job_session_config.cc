@@ -40,6 +40,27 @@ Status ValidateJobConfig(const JobSessionConfig& config) {
   if (config.total_steps < 0) {
     return InvalidArgument("total_steps", "must be >= 0 (0: the trainers' --steps)");
   }
+  const JobSessionConfig::AdaptiveBatching& batching = config.batching;
+  if (!(batching.noise_half_life_steps > 0.0) || !std::isfinite(batching.noise_half_life_steps)) {
+    return InvalidArgument("batching.noise_half_life_steps", "must be a number > 0");
+  }
+  if (batching.enabled) {
+    if (batching.min_batch < config.min_workers || batching.max_batch < batching.min_batch) {
+      return InvalidArgument("batching",
+                             "adaptive needs min_workers <= min <= max (every worker of the "
+                             "minimum group needs one sample per step)");
+    }
+    if (!(config.learning_rate > 0.0)) {
+      return InvalidArgument("learning_rate",
+                             "adaptive batching scales the job's learning rate with the global "
+                             "batch: set it (> 0), the rate for the starting global batch");
+    }
+    if (batching.min_steps_between_changes < 1 || !(batching.max_factor > 1.0) ||
+        !(batching.min_gain >= 0.0)) {
+      return InvalidArgument("batching",
+                             "needs min_steps_between_changes >= 1, max_factor > 1, min_gain >= 0");
+    }
+  }
   return Ok();
 }
 

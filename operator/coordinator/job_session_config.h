@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "operator/balancer/adaptive_batch.h"
 #include "operator/balancer/policy_kind.h"
 
 namespace fulcrum::coordinator {
@@ -44,6 +45,20 @@ struct JobSessionConfig {
   // with the next plan lead, so every rank applies it at the same step. 0: the trainers' flags.
   double learning_rate = 0.0;
   int64_t total_steps = 0;
+  // spec.batching: in adaptive mode the coordinator chooses the global batch itself within
+  // [min_batch, max_batch] for goodput, starting at global_batch (B0, the batch learning_rate is
+  // for), and scales learning_rate with it (global_batch_tuner.h). Off: B is global_batch.
+  struct AdaptiveBatching {
+    bool enabled = false;
+    int min_batch = 0;
+    int max_batch = 0;
+    int64_t min_steps_between_changes = 100;
+    double max_factor = 2.0;
+    double min_gain = 0.05;
+    balancer::LearningRateScaling scaling = balancer::LearningRateScaling::kAdaScale;
+    // The gradient noise estimate's memory, in steps (estimated in either mode, for status).
+    double noise_half_life_steps = 100.0;
+  } batching;
 };
 
 // Checks every field; the error names the field and the fix.

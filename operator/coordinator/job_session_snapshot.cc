@@ -18,6 +18,15 @@ nlohmann::json ToJson(const JobSessionSnapshot& job) {
                        {"fitted_fixed_seconds", member.fitted_fixed_seconds},
                        {"fitted_seconds_per_sample", member.fitted_seconds_per_sample}});
   }
+  nlohmann::json changes = nlohmann::json::array();
+  for (const GlobalBatchChange& change : job.global_batch_changes) {
+    changes.push_back({{"step", change.step},
+                       {"from", change.from},
+                       {"to", change.to},
+                       {"learning_rate", change.learning_rate},
+                       {"noise_scale", change.noise_scale},
+                       {"reason", change.reason}});
+  }
   return {
       {"name", job.name},
       {"policy", job.policy},
@@ -36,6 +45,10 @@ nlohmann::json ToJson(const JobSessionSnapshot& job) {
       {"formation_error", job.formation_error},
       {"formation_failures", job.formation_failures},
       {"training_loss", job.training_loss},
+      {"batching_mode", job.batching_mode},
+      {"learning_rate", job.learning_rate},
+      {"gradient_noise_scale", job.gradient_noise_scale},
+      {"global_batch_changes", changes},
       {"last_evaluation",
        {{"step", job.last_evaluation.step},
         {"loss", job.last_evaluation.loss},

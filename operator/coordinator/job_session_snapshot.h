@@ -48,6 +48,16 @@ struct EvaluationSnapshot {
   double unix_seconds = 0.0;  // when the coordinator heard of it
 };
 
+// A change of the adaptive global batch (global_batch_tuner.h).
+struct GlobalBatchChange {
+  int64_t step = 0;  // the completed step the decision was taken after
+  int from = 0;
+  int to = 0;
+  double learning_rate = 0.0;  // with the new batch (0: the trainers' own)
+  double noise_scale = 0.0;
+  std::string reason;
+};
+
 struct JobSessionSnapshot {
   std::string name;
   std::string policy;
@@ -80,6 +90,13 @@ struct JobSessionSnapshot {
   int formation_failures = 0;
   EvaluationSnapshot last_evaluation;
   double training_loss = std::numeric_limits<double>::quiet_NaN();  // last step, global mean
+  // spec.batching: "fixed" or "adaptive"; the learning rate the trainers were given with the
+  // global batch above (0: their own); the gradient noise scale B_noise (0: not estimated
+  // yet), estimated in either mode; the adaptive global batch's recent changes, newest last.
+  std::string batching_mode = "fixed";
+  double learning_rate = 0.0;
+  double gradient_noise_scale = 0.0;
+  std::vector<GlobalBatchChange> global_batch_changes;
 };
 
 nlohmann::json ToJson(const JobSessionSnapshot& job);

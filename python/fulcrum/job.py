@@ -117,6 +117,10 @@ class _Step:
     backward_done: Optional[float] = None
     reducing: bool = False  # a gradient bucket's all-reduce went out
     agreed: Optional[control_layout.Agreed] = None
+    # The gradient noise scale's inputs, summed over the buckets as they pass the comm hook
+    # (tensors on the bucket's device: read once, at the step's end).
+    local_squares: Any = 0.0   # |ĝ_i|² of this rank's mean gradient, before the all-reduce
+    global_squares: Any = 0.0  # |ĝ|² of the aggregated mean gradient, after it
 
     @property
     def local_batch(self) -> int:
@@ -400,11 +404,17 @@ class Job:
         if step.local_batch == 0:
             buffer.zero_()  # an empty share's loss is NaN; its gradient counts for nothing
         else:
+            # The bucket holds this rank's mean gradient (of the mean loss over its samples)
+            # until the all-reduce overwrites it: its squared norm is the noise scale's input.
+            step.local_squares = step.local_squares + _squared_norm(buffer)
             buffer.mul_(weight)
         step.reducing = True
         if not bucket.is_last():
-            return dist.all_reduce(buffer, async_op=True).get_future().then(
-                lambda future: future.value()[0])
+            def reduced_bucket(future):
+                reduced = future.value()[0]
+                step.global_squares = step.global_squares + _squared_norm(reduced)
+                return reduced
+            return dist.all_reduce(buffer, async_op=True).get_future().then(reduced_bucket)
         # The last bucket: backward is over. A slower device would send it later; the emulated
         # slowdown sleeps here, before it goes out, as fulcrum-trainer does.
         self._finish_compute(step)
@@ -416,6 +426,7 @@ class Job:
         def split(future):
             reduced = future.value()[0]
             step.summed = reduced[size:]
+            step.global_squares = step.global_squares + _squared_norm(reduced[:size])
             return reduced[:size]
         return dist.all_reduce(joined, async_op=True).get_future().then(split)
 
@@ -574,7 +585,9 @@ class Job:
             loss=step.loss if step.local_batch else 0.0,
             step_seconds=end - step.started, data_wait_seconds=step.data_wait,
             partial=step.local_batch < step.batches[self.rank],
-            step_end_seconds=end, global_loss=agreed.global_loss)
+            step_end_seconds=end, global_loss=agreed.global_loss,
+            local_gradient_squared_norm=float(step.local_squares),
+            global_gradient_squared_norm=float(step.global_squares))
         self._membership.set_progress(self.generation, self.step)
         self._membership.report(report)
         self._metrics.observe_step(report.step_seconds, step.data_wait, step.local_batch,
@@ -588,6 +601,8 @@ class Job:
                 "step_seconds": report.step_seconds, "compute_seconds": report.compute_seconds,
                 "data_wait_seconds": step.data_wait, "unix_time": time.time(),
                 "pid": os.getpid(), "checksum": self._parameter_checksum(),
+                "local_gradient_squared_norm": report.local_gradient_squared_norm,
+                "global_gradient_squared_norm": report.global_gradient_squared_norm,
                 "indices": step.indices}) + "\n")
             self._sample_log.flush()
         if agreed.next_plan != self._batches:
@@ -702,6 +717,11 @@ class Job:
         if self._sample_log is not None:
             self._sample_log.close()
             self._sample_log = None
+
+
+def _squared_norm(values: torch.Tensor) -> torch.Tensor:
+    """Σ x² in float64, on the tensor's device (no host sync)."""
+    return values.detach().double().square().sum()
 
 
 def _empty_like_batch(batch):

@@ -71,6 +71,46 @@ def test_three_ranks_of_3_5_8_train_what_one_process_trains_on_16(tmp_path, opti
         assert difference < TOLERANCE, f"rank {rank}: max |diff| {difference} ({optimizer})"
 
 
+def test_each_rank_reports_its_own_and_the_aggregated_gradients_squared_norm(tmp_path):
+    """The gradient noise scale's inputs (docs/adaptive-batch.md): at step 0, with {3, 5, 8},
+    each rank's |ĝ_i|² is that of the mean gradient over its own samples, taken before the
+    all-reduce, and every rank's |ĝ|² that of the mean over all 16: as one process computes
+    them from the same parameters and samples."""
+    rendezvous = f"127.0.0.1:{free_port()}"
+    workers = []
+    for rank in range(3):
+        env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR), OMP_NUM_THREADS="1",
+                   FULCRUM_SAMPLE_LOG=str(tmp_path / f"rank{rank}.jsonl"))
+        workers.append(subprocess.Popen(
+            [sys.executable, str(WORKER), "--out", str(tmp_path / f"rank{rank}.pt"),
+             "--static-rank", str(rank), "--batches", "3,5,8", "--rendezvous", rendezvous,
+             "--steps", "1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+    try:
+        assert [process.wait(timeout=240) for process in workers] == [0, 0, 0]
+    finally:
+        for process in workers:
+            if process.poll() is None:
+                process.kill()
+    dataset = worker.make_dataset()
+    order = SampleOrder(len(dataset), seed=worker.SEED)
+
+    def squared_norm_of_mean_gradient(begin: int, end: int) -> float:
+        model = worker.make_model()
+        inputs, labels = dataset[order.indices(range(begin, end))]
+        torch.nn.functional.cross_entropy(model(inputs), labels).backward()
+        return sum(p.grad.double().square().sum().item() for p in model.parameters())
+
+    expected_global = squared_norm_of_mean_gradient(0, 16)
+    for rank, (begin, end) in enumerate([(0, 3), (3, 8), (8, 16)]):
+        record = json.loads((tmp_path / f"rank{rank}.jsonl").read_text().splitlines()[0])
+        assert record["step"] == 0 and record["positions"] == [begin, end]
+        local = squared_norm_of_mean_gradient(begin, end)
+        assert abs(record["local_gradient_squared_norm"] - local) <= 1e-5 * local, rank
+        assert abs(record["global_gradient_squared_norm"] - expected_global) <= \
+            1e-5 * expected_global, rank
+        assert local != expected_global
+
+
 def test_through_the_coordinator_plans_change_in_band_and_training_stays_exact(tmp_path):
     steps = 120  # the coordinator announces plans 0.3 s ahead; these steps take milliseconds
     coordinator = LocalCoordinator(tmp_path, "--global-batch", "16", "--min-workers", "3",
@@ -122,6 +162,7 @@ def test_through_the_coordinator_plans_change_in_band_and_training_stays_exact(t
     assert state["membership_generation"] == 1
     assert abs(state["training_loss"] - result["loss"]) < 1e-5
     assert state["measured_samples_per_second"] > 0
+    assert state["gradient_noise_scale"] >= 0 and state["batching_mode"] == "fixed"
     for member in state["members"]:
         assert member["last_step"] == steps - 1 and member["compute_seconds"] > 0
         assert member["gpu_product"] == "cpu" and member["node"] == "node-" + member["pod"]

@@ -71,6 +71,29 @@ TEST(GradientBuckets, TheControlValuesTravelAtTheEndOfTheLastBucketAndComeBackSu
   EXPECT_EQ(model.buckets.SummedControl(), (std::vector<double>{2.0, 14.0, 80.0}));
 }
 
+TEST(GradientBuckets, TheLocalSquaredNormIsTakenBeforeTheAllReduceOverwritesTheBuckets) {
+  // Gradients 3 (6 elements) and 5 (4 elements): 6·9 + 4·25 = 154 on this rank; the doubling
+  // collective would make it 616 if it were read after the all-reduce.
+  for (bool overlap : {true, false}) {
+    TwoLayers model;
+    DoublingCollective collective;
+    model.buckets.BeginStep(collective, nullptr, 1);
+    if (overlap) model.buckets.Arm();
+    model.Backward();
+    model.buckets.SetControl(std::vector<double>{1.0});
+    ASSERT_TRUE(model.buckets.Finish().ok());
+    EXPECT_DOUBLE_EQ(model.buckets.LocalSquaredNorm(), 154.0) << "overlap " << overlap;
+    // The next step starts from zero.
+    model.first.mutable_grad().zero_();
+    model.second.mutable_grad().zero_();
+    model.buckets.BeginStep(collective, nullptr, 1);
+    model.Backward();
+    model.buckets.SetControl(std::vector<double>{1.0});
+    ASSERT_TRUE(model.buckets.Finish().ok());
+    EXPECT_DOUBLE_EQ(model.buckets.LocalSquaredNorm(), 154.0);
+  }
+}
+
 TEST(GradientBuckets, TheLastBucketWaitsForTheControlValues) {
   TwoLayers model;
   DoublingCollective collective;

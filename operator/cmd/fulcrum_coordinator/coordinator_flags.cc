@@ -47,6 +47,25 @@ void AddFlags(CLI::App& app, CoordinatorFlags& flags, std::string& policy) {
   AddMilliseconds(app, "--hang-timeout-ms", job.hang_timeout,
                   "a worker whose step takes longer hangs");
   AddMilliseconds(app, "--settle-ms", job.settle, "wait for more joins before a new generation");
+  app.add_option("--learning-rate", job.learning_rate,
+                 "every job's learning rate, sent to the trainers (0: their own --lr)");
+  // spec.batching, for local runs and tests (docs/adaptive-batch.md).
+  app.add_option("--adaptive-batch-min", job.batching.min_batch,
+                 "with --adaptive-batch-max: choose the global batch in [min, max] for goodput, "
+                 "starting at --global-batch (needs --learning-rate)");
+  app.add_option("--adaptive-batch-max", job.batching.max_batch, "see --adaptive-batch-min");
+  app.add_option("--adaptive-batch-dwell-steps", job.batching.min_steps_between_changes,
+                 "least steps between global batch changes");
+  app.add_option_function<std::string>(
+         "--learning-rate-scaling",
+         [&job](const std::string& rule) {
+           job.batching.scaling = rule == "sqrt" ? balancer::LearningRateScaling::kSquareRoot
+                                                 : balancer::LearningRateScaling::kAdaScale;
+         },
+         "adaScale or sqrt: how the learning rate follows an adaptive global batch")
+      ->check(CLI::IsMember({"adaScale", "sqrt"}));
+  app.add_option("--noise-half-life-steps", job.batching.noise_half_life_steps,
+                 "memory of the gradient noise scale estimate, in steps");
 }
 
 }  // namespace
@@ -80,6 +99,7 @@ Result<CoordinatorFlags> ParseCoordinatorFlags(const std::vector<std::string>& a
     return InvalidArgument(flags.tls_key_file.empty() ? "--tls-key" : "--tls-cert",
                            "--tls-cert and --tls-key go together");
   }
+  job.batching.enabled = job.batching.min_batch > 0 || job.batching.max_batch > 0;
   job.name = "template";
   job.token = "template-token";
   if (Status status = ValidateJobConfig(job); !status.ok()) {

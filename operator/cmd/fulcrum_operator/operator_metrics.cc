@@ -53,7 +53,19 @@ struct JobGaugeSpec {
 
 constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
 
-const std::array<JobGaugeSpec, 11> kJobGauges = {{
+const std::array<JobGaugeSpec, 14> kJobGauges = {{
+    {"fulcrum_job_global_batch",
+     "The global batch the trainers run with (spec.batching adaptive moves it)",
+     [](const JobSessionSnapshot& s) { return static_cast<double>(s.global_batch); }},
+    {"fulcrum_job_gradient_noise_scale",
+     "Gradient noise scale B_noise = tr(Sigma) / |G|^2 from the trainers' gradient statistics "
+     "(NaN: not estimated yet)",
+     [](const JobSessionSnapshot& s) {
+       return s.gradient_noise_scale > 0.0 ? s.gradient_noise_scale : kNone;
+     }},
+    {"fulcrum_job_learning_rate",
+     "The learning rate the coordinator gives the trainers (NaN: their own flags)",
+     [](const JobSessionSnapshot& s) { return s.learning_rate > 0.0 ? s.learning_rate : kNone; }},
     {"fulcrum_job_samples_per_second",
      "Measured throughput: committed samples over the wall time between recent step end times "
      "on one clock",

@@ -1003,6 +1003,115 @@ TEST_F(JobSessionTest, AStepCompletedAfterOneOfItsReportersLeftDoesNotCountTheLe
   EXPECT_EQ(job_->Snapshot().step, 0);
 }
 
+// Reports whose gradient statistics are exactly E|ĝ_b|² = |G|² + tr Σ / b (|G|² = 1), every
+// member at the batch it was given, costing 1 ms + 1 ms per sample; returns what the last step
+// sent.
+Outbox TrainWithGradientNoise(JobSession& job, Clock::time_point now, int64_t from, int64_t to,
+                              double trace_sigma) {
+  Outbox out;
+  for (int64_t step = from; step < to; ++step) {
+    out.clear();
+    const JobSessionSnapshot snapshot = job.Snapshot();
+    int global = 0;
+    for (const MemberSnapshot& member : snapshot.members) global += member.local_batch;
+    for (const MemberSnapshot& member : snapshot.members) {
+      fulcrum::v1::StepReport report;
+      report.set_generation(1);
+      report.set_step(step);
+      report.set_local_batch(member.local_batch);
+      report.set_compute_seconds(0.001 + 0.001 * member.local_batch);
+      report.set_step_seconds(report.compute_seconds() + 0.002);
+      report.set_after_compute_seconds(0.002);
+      report.set_local_gradient_squared_norm(1.0 + trace_sigma / member.local_batch);
+      report.set_global_gradient_squared_norm(1.0 + trace_sigma / global);
+      EXPECT_TRUE(job.Report(member.pod, report, now, out).ok()) << member.pod << " " << step;
+    }
+  }
+  return out;
+}
+
+TEST_F(JobSessionTest, TheGradientNoiseScaleIsEstimatedFromReportsAndAFixedBatchStaysPut) {
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  TrainWithGradientNoise(*job_, now_, 0, 40, /*trace_sigma=*/500.0);
+  const JobSessionSnapshot snapshot = job_->Snapshot();
+  EXPECT_NEAR(snapshot.gradient_noise_scale, 500.0, 1.0);
+  EXPECT_EQ(snapshot.batching_mode, "fixed");
+  EXPECT_EQ(snapshot.global_batch, 30);
+  EXPECT_TRUE(snapshot.global_batch_changes.empty());
+  // A report whose statistic is not a finite number >= 0 is refused naming the field.
+  fulcrum::v1::StepReport report;
+  report.set_generation(1);
+  report.set_step(40);
+  report.set_local_batch(snapshot.members[0].local_batch);
+  report.set_local_gradient_squared_norm(-1.0);
+  Outbox out;
+  EXPECT_EQ(job_->Report(snapshot.members[0].pod, report, now_, out).error().field,
+            "step_report.local_gradient_squared_norm");
+}
+
+TEST_F(JobSessionTest, AnAdaptiveGlobalBatchGrowsWithTheNoiseAfterTheDwellWithItsLearningRate) {
+  JobSessionConfig config = DefaultConfig();
+  config.learning_rate = 0.1;
+  config.batching.enabled = true;
+  config.batching.min_batch = 16;
+  config.batching.max_batch = 240;
+  config.batching.min_steps_between_changes = 30;
+  config.batching.noise_half_life_steps = 10;
+  job_ = std::make_unique<JobSession>(JobSession::Create(config).value());
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  // Noise far above B: a larger batch is nearly free statistically and cheaper per sample.
+  Outbox out = TrainWithGradientNoise(*job_, now_, 0, 29, 5000.0);
+  EXPECT_EQ(job_->Snapshot().global_batch, 30) << "held by the dwell";
+  int64_t step = 29;
+  for (; step < 40 && job_->Snapshot().global_batch == 30; ++step) {
+    out = TrainWithGradientNoise(*job_, now_, step, step + 1, 5000.0);
+  }
+  const JobSessionSnapshot changed = job_->Snapshot();
+  EXPECT_EQ(changed.global_batch, 60) << "at most x2 in one change";
+  ASSERT_EQ(changed.global_batch_changes.size(), 1u);
+  const GlobalBatchChange& change = changed.global_batch_changes[0];
+  EXPECT_EQ(change.from, 30);
+  EXPECT_EQ(change.to, 60);
+  EXPECT_GE(change.step, 30);
+  const double expected_rate =
+      balancer::ScaledLearningRate(balancer::LearningRateScaling::kAdaScale, 0.1, 30, 60, 5000.0);
+  EXPECT_NEAR(change.learning_rate, expected_rate, 1e-9);
+  EXPECT_NEAR(changed.learning_rate, expected_rate, 1e-9);
+  // The new split and its learning rate go to every rank in the same Assignment.
+  ASSERT_EQ(out.size(), 2u);
+  for (const Outgoing& message : out) {
+    ASSERT_TRUE(message.message.has_assignment());
+    EXPECT_EQ(message.message.assignment().global_batch(), 60);
+    EXPECT_NEAR(message.message.assignment().learning_rate(), expected_rate, 1e-9);
+  }
+  EXPECT_EQ(changed.batching_mode, "adaptive");
+}
+
+TEST_F(JobSessionTest, AnAdaptiveGlobalBatchShrinksWhenNoiseIsSmallButNotBelowItsMinimum) {
+  JobSessionConfig config = DefaultConfig();
+  config.global_batch = 64;
+  config.learning_rate = 0.1;
+  config.batching.enabled = true;
+  config.batching.min_batch = 48;
+  config.batching.max_batch = 128;
+  config.batching.min_steps_between_changes = 10;
+  config.batching.noise_half_life_steps = 10;
+  job_ = std::make_unique<JobSession>(JobSession::Create(config).value());
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  TrainWithGradientNoise(*job_, now_, 0, 80, /*trace_sigma=*/2.0);  // early training: no noise
+  EXPECT_EQ(job_->Snapshot().global_batch, 48);
+  for (const GlobalBatchChange& change : job_->Snapshot().global_batch_changes) {
+    EXPECT_GE(change.to, 48);
+    EXPECT_LT(change.learning_rate, 0.1) << "a smaller batch takes a smaller step";
+  }
+}
+
 TEST(TokenFile, ParsesJobTokenPairsAndNamesTheBadLine) {
   auto tokens = ParseTokenFile("# comment\njob-a token-aaaaaaaa\n\njob-b token-bbbbbbbb\n");
   ASSERT_TRUE(tokens.ok());

@@ -55,6 +55,7 @@ void GradientBuckets::BeginStep(Collective& collective, void* producer_stream,
   next_bucket_ = 0;
   pending_.clear();
   error_.reset();
+  local_squares_ = torch::zeros({}, flat_.options().dtype(torch::kFloat64));
 }
 
 void GradientBuckets::Arm() {
@@ -147,6 +148,11 @@ void GradientBuckets::StartReadyBuckets() {
         next_bucket_ + 1 == buckets_.size()
             ? static_cast<std::size_t>(averaged_elements_) + control_elements_
             : 0;
+    if (bucket.count > 0) {
+      torch::NoGradGuard no_grad;
+      local_squares_ +=
+          flat_.narrow(0, bucket.offset, bucket.count).to(torch::kFloat64).square().sum();
+    }
     std::span<float> values(flat_.data_ptr<float>() + bucket.offset,
                             static_cast<std::size_t>(bucket.count) + control);
     Result<std::unique_ptr<PendingCollective>> started =
@@ -181,6 +187,11 @@ Status GradientBuckets::Finish() {
   }
   if (error) return *error;
   return Ok();
+}
+
+double GradientBuckets::LocalSquaredNorm() const {
+  std::lock_guard lock(mutex_);
+  return local_squares_.defined() ? local_squares_.item<double>() : 0.0;
 }
 
 double GradientBuckets::WriteMeanGradients(double global_batch, double max_norm) {

@@ -69,6 +69,10 @@ class GradientBuckets {
   Status Finish();
   // After a successful Finish: the control values summed over ranks.
   std::vector<double> SummedControl() const;
+  // After Finish: Σ x² of this rank's own gradients, taken from each bucket just before its
+  // all-reduce overwrote it (the gradient noise scale's input: the caller divides by the square
+  // of what they were summed over, the local batch times any loss scale).
+  double LocalSquaredNorm() const;
   // Sets every parameter's gradient to its summed gradient divided by `global_batch`, scaled
   // down to a global L2 norm of `max_norm` where it is larger (max_norm 0: no clipping). The
   // norm is of the aggregated gradient, which every rank holds bit for bit, so every rank
@@ -115,6 +119,9 @@ class GradientBuckets {
   std::vector<std::unique_ptr<PendingCollective>> pending_;
   std::optional<Error> error_;
   std::size_t overlapped_ = 0;
+  // Σ x² of the started buckets' local gradients, float64 on flat_'s device: accumulated with no
+  // host sync, read once after Finish.
+  torch::Tensor local_squares_;
 };
 
 }  // namespace fulcrum::trainer

@@ -1163,6 +1163,17 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   report.set_global_loss(global_batch > 0 && finite
                              ? control[ControlLayout::kLossSum] / global_batch
                              : std::numeric_limits<double>::quiet_NaN());
+  // The gradient noise scale's inputs: the buckets held loss_scale × Σ of this rank's per-sample
+  // gradients, so its mean gradient is that over (loss_scale × local batch); the aggregated mean
+  // gradient's norm is WriteMeanGradients' (unscaled, before clipping).
+  if (local_batch > 0) {
+    const double summed_over = loss_scale * local_batch;
+    report.set_local_gradient_squared_norm(buckets_->LocalSquaredNorm() /
+                                           (summed_over * summed_over));
+  }
+  if (std::isfinite(gradient_norm)) {
+    report.set_global_gradient_squared_norm(gradient_norm * gradient_norm);
+  }
   const auto report_start = SteadyClock::now();
   // Progress first: Report wakes the link's writer thread, which then takes the link's lock.
   membership_->SetProgress(base.generation(), progress_.step);

@@ -184,7 +184,7 @@ TEST(OperatorMetrics, RemoveJobRemovesEveryOneOfItsSeriesAndKeepsOtherJobs) {
   const std::string text = metrics.Serialize();
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="ml")"), 0);
   // Job gauges, worker failures and phase, three workers' gauges, one rebalance counter.
-  const int per_job = 11 + 2 + 3 * 4 + 1;
+  const int per_job = 14 + 2 + 3 * 4 + 1;
   EXPECT_EQ(SeriesWith(text, R"(job="other",namespace="ml")"), per_job);
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="dev")"), per_job);
   metrics.RemoveJob("ml", "mixed");  // again, and of a job never seen: no effect, no crash
