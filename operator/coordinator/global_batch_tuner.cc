@@ -47,7 +47,8 @@ void GlobalBatchTuner::Report(int64_t step, int local_batch, double local_square
 }
 
 std::optional<GlobalBatchChange> GlobalBatchTuner::OnStepComplete(
-    int64_t step, int samples, const balancer::SplitStepSeconds& step_seconds) {
+    int64_t step, int samples, int64_t applies_at_step,
+    const balancer::SplitStepSeconds& step_seconds) {
   const auto found = by_step_.find(step);
   if (found != by_step_.end()) {
     const StepStatistics& statistics = found->second;
@@ -60,9 +61,9 @@ std::optional<GlobalBatchChange> GlobalBatchTuner::OnStepComplete(
   if (!batching_.enabled || base_learning_rate_ <= 0.0) return std::nullopt;
   const std::optional<balancer::GradientNoiseEstimate> estimate = noise_.Estimate();
   if (!estimate) return std::nullopt;
-  const balancer::BatchDecision decision =
-      balancer::DecideGlobalBatch(PolicyOptions(batching_, base_batch_), global_batch_,
-                                  step - changed_at_step_, estimate->noise_scale, step_seconds);
+  const balancer::BatchDecision decision = balancer::DecideGlobalBatch(
+      PolicyOptions(batching_, base_batch_), global_batch_,
+      std::max<int64_t>(step - changed_at_step_, 0), estimate->noise_scale, step_seconds);
   if (!decision.changed) return std::nullopt;
   GlobalBatchChange change{.step = step,
                            .from = global_batch_,
@@ -74,7 +75,7 @@ std::optional<GlobalBatchChange> GlobalBatchTuner::OnStepComplete(
                            .reason = decision.reason};
   global_batch_ = change.to;
   learning_rate_ = change.learning_rate;
-  changed_at_step_ = step;
+  changed_at_step_ = std::max(step, applies_at_step);
   changes_.push_back(change);
   while (changes_.size() > kKeptChanges) changes_.pop_front();
   return change;

@@ -33,8 +33,11 @@ class GlobalBatchTuner {
   // One rank's gradient statistics for `step` (StepReport fields; 0: not measured).
   void Report(int64_t step, int local_batch, double local_squared_norm, double global_squared_norm);
   // Every rank reported `step`, `samples` in all: the step's statistics go to the noise model
-  // and, in adaptive mode, a new global batch may be chosen (returned; nullopt: unchanged).
+  // and, in adaptive mode, a new global batch may be chosen (returned; nullopt: unchanged), to
+  // come into force at `applies_at_step` (the plan lead). The dwell counts from there: a change
+  // is never decided before the last one ran.
   std::optional<GlobalBatchChange> OnStepComplete(int64_t step, int samples,
+                                                  int64_t applies_at_step,
                                                   const balancer::SplitStepSeconds& step_seconds);
   // A new membership generation: statistics of steps that will not complete are dropped.
   void ForgetIncompleteSteps();

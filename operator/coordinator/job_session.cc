@@ -612,10 +612,25 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
       }
     }
   }
+  if (step > completed_step_) ++steps_in_generation_;
+  completed_step_ = std::max(completed_step_, step);
+  completed_step_in_generation_ = std::max(completed_step_in_generation_.value_or(step), step);
+  MeasureBalance();
+  int64_t lead = config_.min_apply_lead_steps;
+  if (step_seconds_average_ > 0.0) {
+    lead = std::max<int64_t>(
+        lead, static_cast<int64_t>(std::ceil(config_.apply_lead_seconds / step_seconds_average_)));
+  }
+  lead = std::min(lead, kMaxApplyLeadSteps);
+  // Never before an update already sent: trainers take the one with the highest apply step they
+  // have reached, so a later update that applied earlier would be overridden by the older one
+  // (and its older recipe) once that one's step came, as the lead shrinks when steps slow down.
+  const int64_t apply_at = std::max(step + lead, last_sent_apply_step_);
   // The global batch itself (spec.batching adaptive), before this step's plan decision: a new B
   // is split and sent, with its learning rate, in the plan decided below.
   if (const std::optional<GlobalBatchChange> change = batch_tuner_.OnStepComplete(
-          step, samples, [this](int batch) { return controller_.PredictedStepSeconds(batch); })) {
+          step, samples, apply_at,
+          [this](int batch) { return controller_.PredictedStepSeconds(batch); })) {
     if (Status status = controller_.Retune(change->to, config_.policy, config_.min_gain,
                                            config_.interval_steps);
         !status.ok()) {
@@ -631,20 +646,6 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
                  {"reason", change->reason}});
     }
   }
-  if (step > completed_step_) ++steps_in_generation_;
-  completed_step_ = std::max(completed_step_, step);
-  completed_step_in_generation_ = std::max(completed_step_in_generation_.value_or(step), step);
-  MeasureBalance();
-  int64_t lead = config_.min_apply_lead_steps;
-  if (step_seconds_average_ > 0.0) {
-    lead = std::max<int64_t>(
-        lead, static_cast<int64_t>(std::ceil(config_.apply_lead_seconds / step_seconds_average_)));
-  }
-  lead = std::min(lead, kMaxApplyLeadSteps);
-  // Never before an update already sent: trainers take the one with the highest apply step they
-  // have reached, so a later update that applied earlier would be overridden by the older one
-  // (and its older recipe) once that one's step came, as the lead shrinks when steps slow down.
-  const int64_t apply_at = std::max(step + lead, last_sent_apply_step_);
   std::string reason;
   if (Status status = DecidePlan(apply_at, &reason); !status.ok()) {
     log::Error("coordinator", config_.name, "balancer could not plan",

@@ -601,6 +601,7 @@ class Job:
                 "step_seconds": report.step_seconds, "compute_seconds": report.compute_seconds,
                 "data_wait_seconds": step.data_wait, "unix_time": time.time(),
                 "pid": os.getpid(), "checksum": self._parameter_checksum(),
+                "learning_rate": self.learning_rate,  # the job's rate this step ran with
                 "local_gradient_squared_norm": report.local_gradient_squared_norm,
                 "global_gradient_squared_norm": report.global_gradient_squared_norm,
                 "indices": step.indices}) + "\n")

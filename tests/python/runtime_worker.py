@@ -80,6 +80,9 @@ def main() -> int:
         for inputs, labels in loader:
             loss = loss_function(model(inputs), labels)
             job.backward(loss)
+            if job.learning_rate is not None:  # the job's rate (live edits, adaptive batch)
+                for group in state.optimizer.param_groups:
+                    group["lr"] = job.learning_rate
             state.optimizer.step()
             state.optimizer.zero_grad()
 

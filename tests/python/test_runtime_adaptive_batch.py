@@ -1,0 +1,82 @@
+"""An adaptive global batch (docs/adaptive-batch.md) through the real coordinator: the ranks'
+gradient statistics give it a noise scale, it moves B (here from 16, below the job's bounds,
+into [24, 48] at once) with the learning rate scaled to match, every rank switches both at the
+same step, and the training stays exactly that of one process replaying the same sequence of
+global batches and learning rates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import runtime_worker as worker
+from coordinator_harness import LocalCoordinator
+from fulcrum.sample_order import SampleOrder
+
+pytestmark = pytest.mark.integration
+STEPS = 120  # plans are announced 0.3 s ahead; these steps take milliseconds
+TOLERANCE = 1e-5
+
+
+def test_the_global_batch_and_its_learning_rate_change_together_and_training_stays_exact(
+        tmp_path):
+    coordinator = LocalCoordinator(
+        tmp_path, "--global-batch", "16", "--min-workers", "3", "--learning-rate", "0.1",
+        "--adaptive-batch-min", "24", "--adaptive-batch-max", "48",
+        "--adaptive-batch-dwell-steps", "5", "--interval-steps", "5")
+    try:
+        for index in range(3):
+            pod = f"worker-{index}"
+            coordinator.start_worker(pod, "--out", str(tmp_path / f"{pod}.pt"), "--steps",
+                                     str(STEPS), env=coordinator.environment(
+                                         pod, FULCRUM_SAMPLE_LOG=str(tmp_path / f"{pod}.jsonl")))
+        codes = coordinator.wait_for_workers(timeout=240)
+        state = coordinator.state()
+    finally:
+        coordinator.stop()
+    assert set(codes.values()) == {0}, {pod: coordinator.worker_log(pod)[-2000:] for pod in codes}
+
+    by_step: dict[int, list[dict]] = {}
+    for index in range(3):
+        for line in (tmp_path / f"worker-{index}.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            by_step.setdefault(record["step"], []).append(record)
+    assert sorted(by_step) == list(range(STEPS))
+    schedule = []  # (cursor, global batch, learning rate) per step, as every rank saw it
+    for step in range(STEPS):
+        seen = {(r["cursor"], r["global_batch"], r["learning_rate"]) for r in by_step[step]}
+        assert len(seen) == 1, f"step {step}: ranks disagree: {seen}"
+        schedule.append(seen.pop())
+    batches = [batch for _, batch, _ in schedule]
+    assert batches[0] == 16 and 24 <= batches[-1] <= 48, batches
+    assert state["batching_mode"] == "adaptive" and state["gradient_noise_scale"] > 0
+    changes = state["global_batch_changes"]
+    assert changes[0]["from"] == 16 and "outside [24, 48]" in changes[0]["reason"]
+    assert all(24 <= change["to"] <= 48 for change in changes)
+    # The trainers ran the coordinator's batches in its order (one decided near the end may
+    # not have come into force before the last step), each with its learning rate.
+    ran = [batch for step, batch in enumerate(batches) if step == 0 or batch != batches[step - 1]]
+    assert len(ran) >= 2 and ran == ([16] + [c["to"] for c in changes])[:len(ran)], (ran, changes)
+    rates = [rate for _, _, rate in schedule]
+    assert rates[0] == pytest.approx(0.1)
+    assert rates[-1] == pytest.approx(changes[len(ran) - 2]["learning_rate"])
+    assert rates[-1] > 0.1, "a larger batch takes a larger step (AdaScale's gain)"
+
+    # One process replays the same global batches and learning rates.
+    dataset = worker.make_dataset()
+    order = SampleOrder(len(dataset), seed=worker.SEED)
+    model = worker.make_model()
+    optimizer = worker.make_optimizer("sgd", model.parameters())
+    for cursor, batch, rate in schedule:
+        for group in optimizer.param_groups:
+            group["lr"] = rate
+        inputs, labels = dataset[order.indices(range(cursor, cursor + batch))]
+        torch.nn.functional.cross_entropy(model(inputs), labels).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    for index in range(3):
+        result = torch.load(tmp_path / f"worker-{index}.pt")
+        for mine, reference in zip(result["parameters"], model.parameters()):
+            assert (mine - reference.detach()).abs().max().item() < TOLERANCE, index
