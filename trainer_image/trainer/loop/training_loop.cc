@@ -1132,6 +1132,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
                                   {"step_seconds", step_seconds},
                                   {"compute_seconds", compute_seconds},
                                   {"data_wait_seconds", data_wait_seconds},
+                                  // The rate the update used (0: none, a skipped step).
+                                  {"learning_rate", learning_rate},
                                   // Wall clock of the step's end: benchmarks line steps up
                                   // with events in other processes (membership_bench.py).
                                   {"unix_time", UnixSeconds()},
