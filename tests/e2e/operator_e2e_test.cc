@@ -509,6 +509,43 @@ TEST_F(OperatorE2E, APythonScriptJobBalancesBySpeedRebalancesAfterASlowdownAndSu
   EXPECT_TRUE(std::filesystem::exists(output / "model.pt"));
 }
 
+// spec.batching adaptive (crds/examples/adaptive-batch.yaml): the trainers' gradient statistics
+// give a noise scale, the coordinator grows the global batch from 48 as it allows, and the change
+// shows in status, as an Event and as a series, with the learning rate scaled to match.
+TEST_F(OperatorE2E, AnAdaptiveBatchJobGrowsItsGlobalBatchWithTheNoiseScaleAndShowsWhy) {
+  Apply(Example("adaptive-batch.yaml"));
+  ASSERT_TRUE(WaitForPhase("adaptive-batch", "Running", 180s)) << Describe("adaptive-batch");
+  json batching;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        batching = Status("adaptive-batch").value("batching", json::object());
+        return !batching.value("changes", json::array()).empty();
+      },
+      240s))
+      << Describe("adaptive-batch");
+  const json change = batching["changes"][0];
+  std::printf("adaptive-batch: %s\n", change.dump().c_str());
+  EXPECT_EQ(batching["mode"], "adaptive");
+  EXPECT_EQ(change["from"], 48);
+  EXPECT_EQ(change["to"], 96) << "after the dwell, by at most x2";
+  EXPECT_GE(change["step"].get<int64_t>(), 50);
+  EXPECT_GT(change["gradientNoiseScale"].get<double>(), 0.0);
+  EXPECT_GT(change["learningRate"].get<double>(), 0.05);
+  EXPECT_THAT(change["reason"].get<std::string>(), ::testing::HasSubstr("B 48 -> 96: goodput"));
+  EXPECT_TRUE(WaitUntil([&] { return EventReasons().contains("GlobalBatchChanged"); }, 60s));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        const std::string metrics = operator_->Metrics();
+        return metrics.find("fulcrum_job_global_batch{job=\"adaptive-batch\",namespace=\"" + ns_ +
+                            "\"} 96") != std::string::npos ||
+               Status("adaptive-batch")["batching"].value("globalBatchSize", 0) > 96;
+      },
+      60s))
+      << operator_->Metrics();
+  EXPECT_NE(operator_->Metrics().find("fulcrum_job_gradient_noise_scale{job=\"adaptive-batch\""),
+            std::string::npos);
+}
+
 // A job that keeps training for the tests that change it while it runs.
 json LongJob(json job) {
   job["spec"]["training"]["steps"] = 100000;
