@@ -78,6 +78,7 @@ def main() -> int:
         loader = job.data_loader(dataset, steps=arguments.steps, epochs=arguments.epochs,
                                  seed=SEED)
         for inputs, labels in loader:
+            inputs, labels = inputs.to(job.device), labels.to(job.device)
             loss = loss_function(model(inputs), labels)
             job.backward(loss)
             if job.learning_rate is not None:  # the job's rate (live edits, adaptive batch)
@@ -90,7 +91,8 @@ def main() -> int:
     torch.save({"parameters": [p.detach().clone() for p in network.parameters()],
                 "step": job.step, "cursor": job.cursor, "batches": job.batches,
                 "rank": job.rank, "pid": os.getpid(), "loss": job.last_loss,
-                "generation": job.generation}, arguments.out)
+                "generation": job.generation, "device": str(job.device),
+                "backend": job.backend}, arguments.out)
     job.shutdown()
     return 0
 

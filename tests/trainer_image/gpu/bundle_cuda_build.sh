@@ -31,4 +31,18 @@ ldd "$dir"/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u | while read -r
   esac
   strip -o "$dir/lib/$(basename "$lib")" "$lib" 2>/dev/null || cp "$lib" "$dir/lib/"
 done
-du -sh "$dir/bin" "$dir/lib"
+# The fulcrum Python package (its protocol messages generated here) and its GPU check, with the
+# wheels it imports besides torch for the Python versions a GPU machine may have (PyPI).
+source_root=$(cd "$(dirname "$0")/../../.." && pwd)
+(cd "$source_root/python" && python3 -m fulcrum.stubs)
+mkdir -p "$dir/python/wheels"
+cp -r "$source_root/python/fulcrum" "$dir/python/"
+find "$dir/python" -name __pycache__ -prune -exec rm -rf {} +
+cp "$source_root/tests/python/runtime_worker.py" "$source_root/tests/python/gpu_runtime_check.py" \
+  "$dir/python/"
+for version in 3.11 3.12 3.13; do
+  python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --python-version "$version" \
+    --no-deps -d "$dir/python/wheels" grpcio protobuf prometheus-client
+done
+du -sh "$dir/bin" "$dir/lib" "$dir/python"

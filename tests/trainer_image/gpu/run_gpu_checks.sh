@@ -102,6 +102,18 @@ if wanted nccl_absent_peer; then
   fi
 fi
 
+# The fulcrum Python package (issue 26) on this GPU with this machine's CUDA torch: its wheels
+# from the bundle (DIR/python/wheels), a world of one under fulcrum-coordinator, NCCL, CUDA-event
+# timings, the series, parameters against plain PyTorch (tests/python/gpu_runtime_check.py).
+python_dir="$bin/../python"
+if wanted python_runtime && [[ -d $python_dir ]]; then
+  python3 -m pip install --quiet --no-index --find-links "$python_dir/wheels" \
+    --target "$out/python-deps" grpcio protobuf prometheus-client >"$logs/python_deps.log" 2>&1
+  check python_runtime env PYTHONPATH="$python_dir:$out/python-deps" \
+    python3 "$python_dir/gpu_runtime_check.py" "$bin/fulcrum-coordinator" "$logs/python-runtime"
+  sed -n '/^{/,$p' "$logs/python_runtime.log" >"$out/python_runtime.json"
+fi
+
 # Single-GPU equivalence: the same 20 MLP steps on the GPU (NCCL, gradients all-reduced in
 # place in GPU memory in 2 buckets overlapped with backward) and on the CPU (Gloo) end at the
 # same parameters within float tolerance.
