@@ -1,0 +1,178 @@
+#!/usr/bin/python3
+"""Time to a target evaluation loss with a fixed and with an adaptive global batch (issue 27),
+against PyTorch DDP with the fixed batch, with EMULATED heterogeneity.
+
+  /usr/bin/python3 bench/trainer/adaptive_batch_bench.py [--build-dir build] [--rounds 3]
+      [--batch 32] [--adaptive-max 512] [--epochs 40] [--target-loss 0.15]
+
+The data: a real image set, the UCI handwritten digits (1,797 8x8 scans, 10 classes) that
+Debian's python3-sklearn ships, packed with fulcrum.pack into a training set (the first 1,497)
+and an evaluation set (the last 300), as float32 pixels in [0, 1] and an int64 label. The model:
+fulcrum-trainer's built-in MLP (64 -> hidden -> hidden -> 10), SGD momentum 0.9, learning rate
+0.05 at the user's batch. Three ranks at emulated slowdowns 1, 2 and 4 train for --epochs epochs,
+evaluating every --eval-every steps, three ways per round (interleaved, reversed every other
+round):
+- fixed: fulcrum-trainer under fulcrum-coordinator, global batch --batch (the user's default);
+- adaptive: the same with batching adaptive in [--batch, --adaptive-max], AdaScale's rate;
+- ddp: PyTorch DDP (Gloo, equal split, the MLP's twin, the same sleeps) with --batch
+  (adaptive_batch_ddp.py).
+Time to target: wall seconds from the first rank's start to the first evaluation whose loss is
+at or below --target-loss. Prints one JSON object with every run, the medians and the goals
+(adaptive <= 0.7x fixed, final accuracy within 1 point).
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from json_lines import read_json_lines  # noqa: E402
+from trainer_bench import ROOT, SLOWDOWNS  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from fulcrum.pack import write_arrays  # noqa: E402
+
+EVAL_SAMPLES = 300
+
+
+def pack_digits(directory):
+    """The digits as two packed datasets; their paths."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise SystemExit("needs Debian's python3-sklearn (apt install python3-sklearn): it ships "
+                         "the UCI digits this benchmark trains on")
+    digits = load_digits()
+    features = (digits.data / 16.0).astype(np.float32)
+    labels = digits.target.astype(np.int64)
+    paths = {}
+    for name, part in (("train", slice(0, -EVAL_SAMPLES)), ("eval", slice(-EVAL_SAMPLES, None))):
+        paths[name] = os.path.join(directory, name)
+        write_arrays(paths[name], {"input": features[part], "label": labels[part]},
+                     classes={"label": 10}, force=True)
+    return paths, len(labels) - EVAL_SAMPLES
+
+
+def seconds(ts):
+    return datetime.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def time_to_target(log_path, target):
+    """(seconds from start to the first evaluation at or below target or None, last accuracy,
+    last loss) from a log of JSON lines with "started" and "evaluated" messages."""
+    lines = read_json_lines(log_path)
+    starts = [seconds(l["ts"]) for l in lines if l.get("msg") == "started"]
+    # The loss is the whole set's, the same on every rank that logs it.
+    evaluations = [l for l in lines if l.get("msg") == "evaluated"]
+    if not starts or not evaluations:
+        return None, None, None
+    reached = next((seconds(l["ts"]) - starts[0] for l in evaluations if l["loss"] <= target),
+                   None)
+    return reached, evaluations[-1].get("accuracy"), evaluations[-1]["loss"]
+
+
+def run_fulcrum(args, data, adaptive):
+    workdir = tempfile.mkdtemp(prefix="fulcrum-adaptive-bench-")
+    coordinator = f"--learning-rate {args.lr}"
+    if adaptive:
+        coordinator += (f" --adaptive-batch-min {args.batch} --adaptive-batch-max "
+                        f"{args.adaptive_max} --adaptive-batch-dwell-steps {args.dwell}")
+    command = [sys.executable, os.path.join(ROOT, "scripts", "local-train"), "--build-dir",
+               args.build_dir, "--steps", "1", "--global-batch", str(args.batch), "--slowdowns",
+               SLOWDOWNS, "--model", "mlp", "--quiet", "--workdir", workdir,
+               "--coordinator-args", coordinator, "--",
+               "--dataset", data["train"], "--eval-dataset", data["eval"], "--eval-every",
+               str(args.eval_every), "--epochs", str(args.epochs), "--hidden", str(args.hidden),
+               "--lr", str(args.lr), "--momentum", "0.9"]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"local-train failed ({'adaptive' if adaptive else 'fixed'}): "
+                         f"{result.stderr[-2000:]}")
+    reached, accuracy, loss = time_to_target(os.path.join(workdir, "trainer-0.log"),
+                                             args.target_loss)
+    state = json.load(open(os.path.join(workdir, "state.json")))["jobs"][0]
+    return {"time_to_target_seconds": reached, "final_accuracy": accuracy, "final_loss": loss,
+            "global_batches": [args.batch] + [c["to"] for c in state["global_batch_changes"]],
+            "noise_scale": state["gradient_noise_scale"], "workdir": workdir}
+
+
+def run_ddp(args, data):
+    workdir = tempfile.mkdtemp(prefix="fulcrum-adaptive-bench-ddp-")
+    command = [sys.executable, os.path.join(HERE, "adaptive_batch_ddp.py"), "--train",
+               data["train"], "--eval", data["eval"], "--slowdowns", SLOWDOWNS, "--batch",
+               str(args.batch), "--epochs", str(args.epochs), "--eval-every",
+               str(args.eval_every), "--hidden", str(args.hidden), "--lr", str(args.lr),
+               "--workdir", workdir]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"adaptive_batch_ddp.py failed: {result.stderr[-2000:]}")
+    reached, accuracy, loss = time_to_target(os.path.join(workdir, "rank-0.log"),
+                                             args.target_loss)
+    return {"time_to_target_seconds": reached, "final_accuracy": accuracy, "final_loss": loss,
+            "workdir": workdir}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--adaptive-max", type=int, default=512)
+    parser.add_argument("--dwell", type=int, default=30)
+    parser.add_argument("--epochs", type=int, default=40)
+    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--target-loss", type=float, default=0.15)
+    args = parser.parse_args()
+    data, train_samples = pack_digits(tempfile.mkdtemp(prefix="fulcrum-digits-"))
+    systems = ["fixed", "adaptive", "ddp"]
+    runs = {system: [] for system in systems}
+    for round_index in range(args.rounds):
+        for system in (systems if round_index % 2 == 0 else systems[::-1]):
+            summary = (run_ddp(args, data) if system == "ddp"
+                       else run_fulcrum(args, data, adaptive=system == "adaptive"))
+            runs[system].append(summary)
+            print(f"round {round_index}: {system} {summary}", file=sys.stderr)
+
+    def median(system, key):
+        values = [r[key] for r in runs[system] if r[key] is not None]
+        return statistics.median(values) if values else None
+    medians = {system: {"time_to_target_seconds": median(system, "time_to_target_seconds"),
+                        "final_accuracy": median(system, "final_accuracy")}
+               for system in systems}
+    fixed, adaptive = medians["fixed"], medians["adaptive"]
+    ratio = (adaptive["time_to_target_seconds"] / fixed["time_to_target_seconds"]
+             if adaptive["time_to_target_seconds"] and fixed["time_to_target_seconds"] else None)
+    accuracy_gap = (abs(adaptive["final_accuracy"] - fixed["final_accuracy"]) * 100
+                    if adaptive["final_accuracy"] is not None
+                    and fixed["final_accuracy"] is not None else None)
+    print(json.dumps({
+        "emulated_heterogeneity": True,
+        "device": f"CPU (no GPU figure): 3 processes on {os.cpu_count()} CPUs; slowdowns "
+                  f"{SLOWDOWNS} are emulated sleeps",
+        "setup": {"data": f"UCI digits (python3-sklearn), {train_samples} train / "
+                          f"{EVAL_SAMPLES} eval, 64 float32 features",
+                  "model": f"fulcrum-trainer mlp, hidden {args.hidden}",
+                  "batch": args.batch, "adaptive_range": [args.batch, args.adaptive_max],
+                  "epochs": args.epochs, "eval_every_steps": args.eval_every,
+                  "target_eval_loss": args.target_loss, "rounds": args.rounds},
+        "runs": runs, "medians": medians,
+        "adaptive_over_fixed_time_to_target": ratio,
+        "goals": {"adaptive <= 0.7x fixed time to target": {
+                      "measured": ratio, "met": ratio is not None and ratio <= 0.7},
+                  "final accuracy within 1 point": {
+                      "measured_points": accuracy_gap,
+                      "met": accuracy_gap is not None and accuracy_gap <= 1.0}},
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
