@@ -127,6 +127,15 @@ class LocalCoordinator:
         self.workers[pod] = process
         return process
 
+    def run_logged_workers(self, pods, *arguments: str, timeout: float = 240) -> dict[str, int]:
+        """runtime_worker.py as each of `pods` with `arguments`, saving to <dir>/<pod>.pt and
+        logging its steps to <dir>/<pod>.jsonl; waits for all and returns their exit codes."""
+        for pod in pods:
+            self.start_worker(pod, "--out", str(self.directory / f"{pod}.pt"), *arguments,
+                              env=self.environment(pod, FULCRUM_SAMPLE_LOG=str(
+                                  self.directory / f"{pod}.jsonl")))
+        return self.wait_for_workers(timeout=timeout)
+
     def worker_log(self, pod: str) -> str:
         return (self.directory / f"{pod}.log").read_text()
 

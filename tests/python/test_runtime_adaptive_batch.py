@@ -27,12 +27,8 @@ def test_the_global_batch_and_its_learning_rate_change_together_and_training_sta
         "--adaptive-batch-min", "24", "--adaptive-batch-max", "48",
         "--adaptive-batch-dwell-steps", "5", "--interval-steps", "5")
     try:
-        for index in range(3):
-            pod = f"worker-{index}"
-            coordinator.start_worker(pod, "--out", str(tmp_path / f"{pod}.pt"), "--steps",
-                                     str(STEPS), env=coordinator.environment(
-                                         pod, FULCRUM_SAMPLE_LOG=str(tmp_path / f"{pod}.jsonl")))
-        codes = coordinator.wait_for_workers(timeout=240)
+        codes = coordinator.run_logged_workers([f"worker-{i}" for i in range(3)], "--steps",
+                                               str(STEPS))
         state = coordinator.state()
     finally:
         coordinator.stop()

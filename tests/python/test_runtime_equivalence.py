@@ -116,12 +116,8 @@ def test_through_the_coordinator_plans_change_in_band_and_training_stays_exact(t
     coordinator = LocalCoordinator(tmp_path, "--global-batch", "16", "--min-workers", "3",
                                    "--interval-steps", "5")
     try:
-        for index in range(3):
-            pod = f"worker-{index}"
-            coordinator.start_worker(pod, "--out", str(tmp_path / f"{pod}.pt"), "--steps",
-                                     str(steps), env=coordinator.environment(
-                                         pod, FULCRUM_SAMPLE_LOG=str(tmp_path / f"{pod}.jsonl")))
-        codes = coordinator.wait_for_workers(timeout=240)
+        codes = coordinator.run_logged_workers([f"worker-{i}" for i in range(3)], "--steps",
+                                               str(steps))
         assert set(codes.values()) == {0}, {pod: coordinator.worker_log(pod)[-2000:]
                                             for pod in codes}
         state = coordinator.state()

@@ -41,6 +41,18 @@ class JobSessionTest : public ::testing::Test {
     config.apply_lead_seconds = 0.0;
     return config;
   }
+  // A session with an adaptive global batch starting at `base`, rate 0.1 there.
+  static std::unique_ptr<JobSession> AdaptiveSession(int base, int min, int max, int64_t dwell) {
+    JobSessionConfig config = DefaultConfig();
+    config.global_batch = base;
+    config.learning_rate = 0.1;
+    config.batching.enabled = true;
+    config.batching.min_batch = min;
+    config.batching.max_batch = max;
+    config.batching.min_steps_between_changes = dwell;
+    config.batching.noise_half_life_steps = 10;
+    return std::make_unique<JobSession>(JobSession::Create(config).value());
+  }
   Outbox Tick(Clock::duration advance) {
     now_ += advance;
     Outbox out;
@@ -1052,14 +1064,7 @@ TEST_F(JobSessionTest, TheGradientNoiseScaleIsEstimatedFromReportsAndAFixedBatch
 }
 
 TEST_F(JobSessionTest, AnAdaptiveGlobalBatchGrowsWithTheNoiseAfterTheDwellWithItsLearningRate) {
-  JobSessionConfig config = DefaultConfig();
-  config.learning_rate = 0.1;
-  config.batching.enabled = true;
-  config.batching.min_batch = 16;
-  config.batching.max_batch = 240;
-  config.batching.min_steps_between_changes = 30;
-  config.batching.noise_half_life_steps = 10;
-  job_ = std::make_unique<JobSession>(JobSession::Create(config).value());
+  job_ = AdaptiveSession(/*base=*/30, /*min=*/16, /*max=*/240, /*dwell=*/30);
   Join("a");
   Join("b");
   Tick(200ms);
@@ -1092,15 +1097,7 @@ TEST_F(JobSessionTest, AnAdaptiveGlobalBatchGrowsWithTheNoiseAfterTheDwellWithIt
 }
 
 TEST_F(JobSessionTest, AnAdaptiveGlobalBatchShrinksWhenNoiseIsSmallButNotBelowItsMinimum) {
-  JobSessionConfig config = DefaultConfig();
-  config.global_batch = 64;
-  config.learning_rate = 0.1;
-  config.batching.enabled = true;
-  config.batching.min_batch = 48;
-  config.batching.max_batch = 128;
-  config.batching.min_steps_between_changes = 10;
-  config.batching.noise_half_life_steps = 10;
-  job_ = std::make_unique<JobSession>(JobSession::Create(config).value());
+  job_ = AdaptiveSession(/*base=*/64, /*min=*/48, /*max=*/128, /*dwell=*/10);
   Join("a");
   Join("b");
   Tick(200ms);
