@@ -3,7 +3,7 @@
 against PyTorch DDP with the fixed batch, with EMULATED heterogeneity.
 
   /usr/bin/python3 bench/trainer/adaptive_batch_bench.py [--build-dir build] [--rounds 3]
-      [--batch 32] [--adaptive-max 512] [--epochs 40] [--target-loss 0.15]
+      [--batch 32] [--adaptive-max 512] [--epochs 20] [--target-loss 0.4]
 
 The data: a real image set, the UCI handwritten digits (1,797 8x8 scans, 10 classes) that
 Debian's python3-sklearn ships, packed with fulcrum.pack into a training set (the first 1,497)
@@ -126,11 +126,11 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--adaptive-max", type=int, default=512)
     parser.add_argument("--dwell", type=int, default=30)
-    parser.add_argument("--epochs", type=int, default=40)
+    parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--target-loss", type=float, default=0.15)
+    parser.add_argument("--target-loss", type=float, default=0.4)
     args = parser.parse_args()
     data, train_samples = pack_digits(tempfile.mkdtemp(prefix="fulcrum-digits-"))
     systems = ["fixed", "adaptive", "ddp"]
