@@ -5,6 +5,11 @@
 namespace fulcrum::coordinator {
 namespace {
 
+// A decision scans tens of candidate global batches, each a full split: once every this many
+// steps is enough next to a dwell of ~100 steps, and keeps a large job's coordinator light.
+// A batch outside the job's bounds is still brought inside at the next step.
+constexpr int64_t kDecideEverySteps = 10;
+
 balancer::AdaptiveBatchOptions PolicyOptions(const JobSessionConfig::AdaptiveBatching& batching,
                                              int base_batch) {
   return {.min_batch = batching.min_batch,
@@ -59,6 +64,8 @@ std::optional<GlobalBatchChange> GlobalBatchTuner::OnStepComplete(
   }
   by_step_.erase(by_step_.begin(), by_step_.upper_bound(step));
   if (!batching_.enabled || base_learning_rate_ <= 0.0) return std::nullopt;
+  const bool outside = global_batch_ < batching_.min_batch || global_batch_ > batching_.max_batch;
+  if (!outside && step % kDecideEverySteps != 0) return std::nullopt;
   const std::optional<balancer::GradientNoiseEstimate> estimate = noise_.Estimate();
   if (!estimate) return std::nullopt;
   const balancer::BatchDecision decision = balancer::DecideGlobalBatch(
