@@ -157,8 +157,20 @@ nlohmann::json BuildJobStatus(const JobState& state,
     throughput = previous.value("throughput", throughput);
     membership_generation = previous.value("membershipGeneration", membership_generation);
   }
+  // Trainers that finished (or stopped) close their streams together after their last step, a
+  // moment before their pods are seen Succeeded: the job is not Pending in between, it keeps
+  // the phase it had until the pods end it.
+  const std::string previous_phase =
+      previous.is_object() ? previous.value("phase", std::string()) : std::string();
+  const bool finishing =
+      !ended && !reestablishing && ready == 0 && !ranked.empty() && training.step >= 0 &&
+      (previous_phase == "Running" || previous_phase == "Rebalancing") &&
+      std::all_of(ranked.begin(), ranked.end(), [&](const coordinator::MemberSnapshot* member) {
+        return !member->connected && member->last_step == training.step;
+      });
+  if (finishing) ready = previous.value("readyWorkers", ready);
   const bool running =
-      !ended && (reestablishing || (ready >= state.min_workers && training.step >= 0));
+      !ended && (reestablishing || finishing || (ready >= state.min_workers && training.step >= 0));
   std::string phase = "Pending";
   if (state.failed_reason)
     phase = "Failed";

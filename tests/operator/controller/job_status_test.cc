@@ -268,6 +268,25 @@ TEST(BuildJobStatus, WhileReestablishingTheLastKnownPhaseWorkersAndThroughputSta
   EXPECT_TRUE(ConditionIsTrue(status, "Running"));
 }
 
+TEST(BuildJobStatus, TrainersThatLeftTogetherAfterTheLastStepKeepTheJobRunningUntilPodsEnd) {
+  const nlohmann::json before = TrainingStatus();
+  ASSERT_EQ(before["phase"], "Running");
+  JobState state;
+  state.created = true;
+  state.min_workers = 2;
+  // Every ranked trainer reported step 41 and closed its stream (finished); the pods are not
+  // seen Succeeded yet.
+  coordinator::JobSessionSnapshot finished = Training();
+  for (coordinator::MemberSnapshot& member : finished.members) member.connected = false;
+  const nlohmann::json status = BuildJobStatus(state, finished, before, "2026-11-26T10:01:00Z");
+  EXPECT_EQ(status["phase"], "Running") << "not Pending between the trainers' end and the pods'";
+  EXPECT_EQ(status["readyWorkers"], before["readyWorkers"]);
+  // One that fell out before the last step is not finishing: the job is short of workers.
+  coordinator::JobSessionSnapshot lost = finished;
+  lost.members[0].last_step = 40;
+  EXPECT_EQ(BuildJobStatus(state, lost, before, "2026-11-26T10:01:00Z")["phase"], "Pending");
+}
+
 TEST(BuildJobStatus, WithoutReestablishingARestartedCoordinatorReadsAsPending) {
   JobState state;
   state.created = true;
