@@ -960,7 +960,9 @@ TEST_F(OperatorE2E, TheOwnModelExampleEvaluatesAndWritesAModelThatScoresTheSameI
   ASSERT_TRUE(succeeded) << Describe("own-model");
   ASSERT_TRUE(edited);
   std::set<int64_t> change_steps;
-  std::set<std::string> checksums;
+  // By the step each trainer finished at: one released mid-job (its GPU could not help) ends
+  // early with the parameters of that step, which is not a disagreement.
+  std::map<int64_t, std::set<std::string>> checksums;
   std::string changes;  // for failure messages
   for (const auto& [pod, text] : logs) {
     std::istringstream lines(text);
@@ -977,13 +979,16 @@ TEST_F(OperatorE2E, TheOwnModelExampleEvaluatesAndWritesAModelThatScoresTheSameI
         change_steps.insert(entry.value("step", int64_t{-1}));
       }
       if (entry.value("msg", "") == "finished") {
-        checksums.insert(entry.value("checksum", ""));
+        checksums[entry.value("step", int64_t{-1})].insert(entry.value("checksum", ""));
         changes += pod + ": " + line + "\n";
       }
     }
   }
   EXPECT_EQ(change_steps.size(), 1u) << "ranks changed the rate at different steps:\n" << changes;
-  EXPECT_EQ(checksums.size(), 1u) << "ranks ended with different parameters:\n" << changes;
+  ASSERT_FALSE(checksums.empty()) << changes;
+  EXPECT_EQ(checksums.rbegin()->second.size(), 1u)
+      << "ranks that trained to the end hold different parameters:\n"
+      << changes;
   const json status = Status("own-model");
   ASSERT_TRUE(status.contains("lastEvaluation")) << status.dump();
   const json& evaluation = status["lastEvaluation"];
