@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "operator/balancer/controller.h"
@@ -57,20 +58,42 @@ class Simulation {
   }
 
   // Runs one step; returns its balance efficiency η.
+  // The index of worker `id` in the batches, or -1.
+  int IndexOf(const std::string& id) const {
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      if (workers_[i].id == id) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
   Result<double> Step(int64_t step, PolicyRun& run) {
-    Result<balancer::StepDecision> decision = controller_.Decide(step);
-    if (!decision.ok()) return decision.error();
-    const int accumulation = decision->accumulation_steps;
-    run.batches_per_step.push_back(decision->batches);
+    // Without a lead the decision is made for this step; with one, this step runs what was
+    // decided `lead` steps ago (the first plan at once), and its decision is for step + lead.
+    const int lead = scenario_.apply_lead_steps;
+    bool plan_changed = false;
+    if (lead == 0 || running_.batches.empty()) {
+      Result<balancer::StepDecision> decision = controller_.Decide(step);
+      if (!decision.ok()) return decision.error();
+      running_ = *decision;
+      plan_changed = decision->plan_changed;
+    }
+    while (!scheduled_.empty() && scheduled_.begin()->first <= step) {
+      running_ = scheduled_.begin()->second;
+      scheduled_.erase(scheduled_.begin());
+    }
+    const balancer::StepDecision& running = running_;
+    const int accumulation = running.accumulation_steps;
+    run.batches_per_step.push_back(running.batches);
     Result<double> ideal = IdealStepSeconds();
     if (!ideal.ok()) return ideal.error();
     const std::vector<double> jitter = DrawJitter();
-    const std::vector<double> compute = TrueComputeSeconds(decision->batches, accumulation, jitter);
+    std::vector<double> compute = TrueComputeSeconds(running.batches, accumulation, jitter);
+    AddContention(running.batches, compute);
     bool out_of_memory = false;
     bool pathological = false;
     for (std::size_t i = 0; i < workers_.size(); ++i) {
       const GpuProfile& p = *workers_[i].profile;
-      const int batch = decision->batches[i];
+      const int batch = running.batches[i];
       out_of_memory = out_of_memory ||
                       (batch > 0 && PeakGiB(p, MicroBatch(batch, accumulation)) > p.memory_gib);
       pathological =
@@ -82,8 +105,22 @@ class Simulation {
     }
     const double slowest = *std::max_element(compute.begin(), compute.end());
     const double step_seconds = slowest + scenario_.tail_seconds;
-    if (Status status = Report(step, *decision, compute, slowest); !status.ok())
+    // What the balancer controls: the split's step time under the mean costs (no jitter or
+    // contention draw), against the same bound.
+    const std::vector<double> mean_compute = TrueComputeSeconds(
+        running.batches, accumulation, std::vector<double>(workers_.size(), 1.0));
+    run.split_efficiency_per_step.push_back(
+        *ideal / (*std::max_element(mean_compute.begin(), mean_compute.end()) +
+                  scenario_.tail_seconds + ExpectedContentionSeconds()));
+    if (Status status = Report(step, running, compute, slowest); !status.ok())
       return status.error();
+    if (lead > 0) {
+      Result<balancer::StepDecision> decision = controller_.Decide(step + lead);
+      if (!decision.ok()) return decision.error();
+      plan_changed = plan_changed || decision->plan_changed;
+      scheduled_[step + lead] = std::move(*decision);
+    }
+    run.plan_changed_per_step.push_back(plan_changed);
 
     const std::vector<double> oracle =
         TrueComputeSeconds(oracle_batches_, oracle_accumulation_, jitter);
@@ -131,6 +168,25 @@ class Simulation {
     for (double& factor : jitter)
       factor = std::max(0.05, 1.0 + scenario_.noise.jitter * unit(random_));
     return jitter;
+  }
+
+  // The wait for a shared core or bus, added to every working worker's compute and never
+  // scaled by a slowdown; no draws without it, so other scenarios keep their noise sequence.
+  void AddContention(const std::vector<int>& batches, std::vector<double>& compute) {
+    if (scenario_.noise.contention_seconds <= 0.0) return;
+    std::exponential_distribution<double> wait(1.0 / scenario_.noise.contention_seconds);
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      if (batches[i] > 0) compute[i] += wait(random_);
+    }
+  }
+
+  // Every step waits for the longest of the workers' contention draws, whatever the split: the
+  // bound carries its mean (the largest of n exponentials averages the mean of one times the
+  // n-th harmonic number) instead of pretending a balancer could avoid it.
+  double ExpectedContentionSeconds() const {
+    double harmonic = 0.0;
+    for (std::size_t n = 1; n <= workers_.size(); ++n) harmonic += 1.0 / static_cast<double>(n);
+    return scenario_.noise.contention_seconds * harmonic;
   }
 
   // True compute seconds of `batches` (worker order) this step, jitter and slowdowns included.
@@ -189,7 +245,7 @@ class Simulation {
     if (ideal_step_seconds_) return *ideal_step_seconds_;
     balancer::PlanRequest truth;
     truth.global_batch = scenario_.global_batch;
-    truth.tail_seconds = scenario_.tail_seconds;
+    truth.tail_seconds = scenario_.tail_seconds + ExpectedContentionSeconds();
     for (const SimulatedWorker& worker : workers_) {
       const GpuProfile& p = *worker.profile;
       int cap = scenario_.global_batch;
@@ -220,6 +276,8 @@ class Simulation {
   std::optional<double> ideal_step_seconds_;
   std::vector<int> oracle_batches_;  // the true-optimal split, refreshed with X_UB
   int oracle_accumulation_ = 1;
+  balancer::StepDecision running_;                       // what the workers run now
+  std::map<int64_t, balancer::StepDecision> scheduled_;  // apply step -> decision (lead > 0)
   double total_oracle_seconds_ = 0.0;
   double total_samples_ = 0.0;
   double total_seconds_ = 0.0;
@@ -240,13 +298,13 @@ std::string Describe(const Event& event) {
   return "event";
 }
 
-// Steps from `from` until η stays >= kRecoveredEfficiency up to `until`; nullopt if it is
-// still below at the end of the window.
-std::optional<int64_t> ReactionSteps(const std::vector<double>& efficiency, int64_t from,
+// Steps from `from` until the split's η stays >= kRecoveredEfficiency up to `until`; nullopt
+// if it is still below at the end of the window.
+std::optional<int64_t> ReactionSteps(const std::vector<double>& split_efficiency, int64_t from,
                                      int64_t until) {
   int64_t last_below = -1;
   for (int64_t step = from; step < until; ++step) {
-    if (efficiency[step] < kRecoveredEfficiency) last_below = step;
+    if (split_efficiency[step] < kRecoveredEfficiency) last_below = step;
   }
   if (last_below < 0) return 0;
   if (last_below == until - 1) return std::nullopt;
@@ -274,11 +332,15 @@ Result<PolicyRun> RunScenario(const Scenario& scenario, balancer::PolicyKind pol
   std::vector<double>& efficiency = run.efficiency_per_step;
   efficiency.reserve(scenario.steps);
   std::size_t next_event = 0;
+  // The slowed worker's index for each slowdown event (by event), where it is slowed down.
+  std::vector<int> slowed_index(scenario.events.size(), -1);
   for (int64_t step = 0; step < scenario.steps; ++step) {
     for (; next_event < scenario.events.size() && scenario.events[next_event].step == step;
          ++next_event) {
-      if (Status status = simulation.Apply(scenario.events[next_event]); !status.ok()) {
-        return status.error();
+      const Event& event = scenario.events[next_event];
+      if (Status status = simulation.Apply(event); !status.ok()) return status.error();
+      if (event.kind == EventKind::kSlowdown && event.factor > 1.0) {
+        slowed_index[next_event] = simulation.IndexOf(event.worker);
       }
     }
     Result<double> step_efficiency = simulation.Step(step, run);
@@ -297,8 +359,21 @@ Result<PolicyRun> RunScenario(const Scenario& scenario, balancer::PolicyKind pol
         break;
       }
     }
-    run.events.push_back(
-        {marks[i].first, marks[i].second, ReactionSteps(efficiency, marks[i].first, until)});
+    EventOutcome outcome{marks[i].first, marks[i].second,
+                         ReactionSteps(run.split_efficiency_per_step, marks[i].first, until)};
+    for (int64_t step = marks[i].first; step < until; ++step) {
+      outcome.plan_changes += run.plan_changed_per_step[step] ? 1 : 0;
+    }
+    // marks[0] is the start; marks[i] is scenario.events[i - 1].
+    const int slowed = i > 0 ? slowed_index[i - 1] : -1;
+    for (int64_t step = marks[i].first + 1; slowed >= 0 && step < until; ++step) {
+      const std::vector<int>& now = run.batches_per_step[step];
+      const std::vector<int>& before = run.batches_per_step[step - 1];
+      if (now.size() == before.size() && now[slowed] > before[slowed]) {
+        ++outcome.slowed_batch_rises;
+      }
+    }
+    run.events.push_back(std::move(outcome));
   }
   return run;
 }

@@ -22,9 +22,16 @@ namespace fulcrum::sim {
 struct EventOutcome {
   int64_t step = 0;
   std::string description;
-  // Steps from the event until η is back to >= 0.95 for good (before the next event);
-  // nullopt when it never gets there.
+  // Steps from the event until the split's η (under the mean costs: what the balancer
+  // controls, not one step's jitter or contention draw) is back to >= 0.95 for good (before
+  // the next event); nullopt when it never gets there.
   std::optional<int64_t> reaction_steps;
+  // Plan changes decided from the event until the next one (the thrash measure: a clean
+  // answer to a slowdown is one or two).
+  int plan_changes = 0;
+  // For a slowdown to a factor above 1: steps at which the slowed worker's batch rose over the
+  // step before (a balancer that thrashes gives samples back to it); 0 for other events.
+  int slowed_batch_rises = 0;
 };
 
 struct PolicyRun {
@@ -44,6 +51,8 @@ struct PolicyRun {
   int64_t last_pathological_step = -1;
   std::vector<EventOutcome> events;  // the start first, then each scenario event
   std::vector<double> efficiency_per_step;
+  std::vector<double> split_efficiency_per_step;   // η of the split under the mean costs
+  std::vector<bool> plan_changed_per_step;         // whether the decision made at that step did
   std::vector<std::vector<int>> batches_per_step;  // what the workers ran, for --trace
 };
 

@@ -25,7 +25,9 @@ ordered_json ToJson(const fulcrum::sim::PolicyRun& run, bool trace) {
     events.push_back({{"step", event.step},
                       {"event", event.description},
                       {"reaction_steps", event.reaction_steps ? ordered_json(*event.reaction_steps)
-                                                              : ordered_json(nullptr)}});
+                                                              : ordered_json(nullptr)},
+                      {"plan_changes", event.plan_changes},
+                      {"slowed_batch_rises", event.slowed_batch_rises}});
   }
   ordered_json out = {{"samples_per_second", run.samples_per_second},
                       {"ideal_samples_per_second", run.ideal_samples_per_second},

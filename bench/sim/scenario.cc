@@ -157,6 +157,12 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
     if (!gain.ok()) return gain.error();
     scenario.interval_steps = *interval;
     scenario.min_gain = *gain;
+    Result<int> lead = Read<int>(balancer, "apply_lead_steps", "balancer.", std::optional(0));
+    if (!lead.ok()) return lead.error();
+    if (*lead < 0 || *lead > 100) {
+      return InvalidArgument("balancer.apply_lead_steps", "must be an integer in [0, 100]");
+    }
+    scenario.apply_lead_steps = *lead;
   }
   if (const YAML::Node noise = root["noise"]) {
     Result<double> compute = Read<double>(noise, "compute", "noise.", std::optional(0.0));
@@ -165,10 +171,17 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
         Read<double>(noise, "outlier_probability", "noise.", std::optional(0.0));
     Result<double> factor = Read<double>(noise, "outlier_factor", "noise.", std::optional(1.0));
     Result<double> jitter = Read<double>(noise, "jitter", "noise.", std::optional(0.0));
-    for (const auto* result : {&compute, &comm, &probability, &factor, &jitter}) {
+    Result<double> contention =
+        Read<double>(noise, "contention_seconds", "noise.", std::optional(0.0));
+    for (const auto* result : {&compute, &comm, &probability, &factor, &jitter, &contention}) {
       if (!result->ok()) return result->error();
     }
-    scenario.noise = {*compute, *comm, *probability, *factor, *jitter};
+    scenario.noise = {*compute, *comm, *probability, *factor, *jitter, *contention};
+    if (Status status =
+            RequireNonNegative(scenario.noise.contention_seconds, "noise.contention_seconds");
+        !status.ok()) {
+      return status.error();
+    }
     if (scenario.noise.jitter < 0 || scenario.noise.jitter > 0.3) {
       return InvalidArgument("noise.jitter", "must be in [0, 0.3]");
     }
@@ -203,6 +216,12 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
     for (std::size_t i = 0; i < events.size(); ++i) {
       Result<Event> event = ReadEvent(events[i], "events[" + std::to_string(i) + "].", scenario);
       if (!event.ok()) return event.error();
+      // A join or leave re-forms the generation with a plan of its own at once, which the
+      // simulator does not model behind a lead; slowdowns are what the lead is for.
+      if (scenario.apply_lead_steps > 0 && event->kind != EventKind::kSlowdown) {
+        return InvalidArgument("events[" + std::to_string(i) + "].kind",
+                               "only slowdown events go with balancer.apply_lead_steps > 0");
+      }
       scenario.events.push_back(*event);
     }
   }

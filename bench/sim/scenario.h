@@ -49,6 +49,10 @@ struct Noise {
   // Relative std. dev. of the true compute time from step to step (data-dependent kernels,
   // clocks, host interference): unlike the fields above, it slows the step itself.
   double jitter = 0.0;
+  // Mean of an exponential wait added to every step's compute (trainers sharing cores or a
+  // PCIe switch). A slowdown does not scale it: an emulated slowdown multiplies compute, not
+  // the wait for a core (issue 25), so a slowed worker's line no longer reaches batch 1.
+  double contention_seconds = 0.0;
 };
 
 struct Scenario {
@@ -60,6 +64,10 @@ struct Scenario {
   double tail_seconds = 0.0;  // true all-reduce time not hidden by the backward pass
   int interval_steps = 10;
   double min_gain = 0.05;
+  // Steps between a decision and the step it applies to, as the coordinator's plan lead: a
+  // plan decided after step t runs from t + lead, and the workers report the old batches until
+  // then. 0: the decision applies to the step it is made for.
+  int apply_lead_steps = 0;
   Noise noise;
   std::map<std::string, GpuProfile> profiles;
   std::vector<WorkerGroup> workers;

@@ -139,13 +139,9 @@ class Controller {
     // evaluate as soon as the change is sized (SpeedChangeReady), not at the next interval
     // (the min_gain test still applies).
     bool speed_change_unplanned = false;
-    // The trust region cut this worker's last move short: where it landed and the time the
-    // move predicted there.
-    struct Continuation {
-      int micro_batch = 0;
-      double predicted_seconds = 0.0;
-    };
-    std::optional<Continuation> continuation;
+    // Its last move went into sizes it never ran, planned at its current time per sample
+    // (short of the optimum on purpose): the micro-batch it landed at.
+    std::optional<int> continuation;
   };
   bool SpeedChangeReady() const;
   // The worker's truncated move landed where it was measured to take what the move predicted:
@@ -173,6 +169,12 @@ class Controller {
   std::optional<std::string> ForcedReason() const;
   void Adopt(Plan plan, std::string reason);
   double ModelError() const;
+  // The current plan's step time from each worker's typical time at its current size where
+  // that size is settled in its current regime (the model's curve elsewhere), plus the tail.
+  double MeasuredStepSeconds(double tail_seconds) const;
+  // One micro-step of `micro_batch`: its typical time if settled in the current regime, else
+  // the model's curve.
+  double MeasuredOrModelledSeconds(const Worker& worker, int micro_batch) const;
   std::vector<int> DitheredBatches(const PlanRequest& request, int64_t step);
   void Reindex();
 

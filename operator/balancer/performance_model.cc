@@ -197,6 +197,14 @@ std::vector<CostPoint> ComputeTimeModel::MeasuredCosts(const LinearCost& line) c
   return points;
 }
 
+std::vector<CostPoint> ComputeTimeModel::CurrentRegimeCosts() const {
+  std::vector<CostPoint> points;
+  for (const SizeRecord& record : sizes_.Settled()) {
+    if (record.regime == regime_) points.push_back({record.batch, record.typical * speed_});
+  }
+  return points;
+}
+
 double ComputeTimeModel::Seconds(int batch, const LinearCost& line) const {
   const std::vector<CostPoint> points = MonotoneCostPoints(MeasuredCosts(line));
   return CurveSeconds(line.fixed_seconds, line.seconds_per_sample, points, batch);

@@ -90,6 +90,9 @@ class ComputeTimeModel {
   // `line` (each contradicting size at its typical time × s, the others on `line`, so the
   // curve bends only where the data say); empty when the line is right everywhere measured.
   std::vector<CostPoint> MeasuredCosts(const LinearCost& line) const;
+  // The sizes settled in the current regime at their typical times (× s): only what this
+  // worker measurably takes now, no line.
+  std::vector<CostPoint> CurrentRegimeCosts() const;
 
   // The speed factor s (1 until a speed change is confirmed) and the regime it belongs to
   // (0, then +1 per confirmed change).

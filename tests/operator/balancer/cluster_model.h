@@ -103,6 +103,10 @@ class ClusterModel {
   // The true optimum's step compute time for `global_batch`: every worker at least one
   // sample, then each next sample to the worker it costs least (exact: costs never fall).
   double OptimalSeconds(int global_batch) const {
+    return BottleneckSeconds(OptimalBatches(global_batch));
+  }
+  // The split behind OptimalSeconds.
+  std::vector<int> OptimalBatches(int global_batch) const {
     std::vector<int> batches(workers_.size(), 1);
     for (int given = static_cast<int>(workers_.size()); given < global_batch; ++given) {
       std::size_t cheapest = 0;
@@ -114,7 +118,7 @@ class ClusterModel {
       }
       ++batches[cheapest];
     }
-    return BottleneckSeconds(batches);
+    return batches;
   }
   double BottleneckSeconds(const std::vector<int>& batches) const {
     double slowest = 0.0;

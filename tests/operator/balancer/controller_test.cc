@@ -452,13 +452,14 @@ TEST(Controller, NeverPlansABatchSlowerThanABiggerOneOnceReportsShowIt) {
 // speed, all flat below 16 samples, 3% timing noise plus contention the emulated slowdown does
 // not scale, and the coordinator's apply lead of 3 steps. The fast worker is slowed 6x at
 // step 200 and recovers at step 260, where the split the slowdown led to is judged. Its optimal
-// batch falls from 192 to about 51: two halvings, which the trust region allows one per plan.
+// batch falls from 192 to about 51, into sizes it never ran.
 constexpr int64_t kSlowdownStep = 200;
 constexpr int64_t kLiftStep = 260;
 
 struct SlowdownRun {
   int rebalances_in_30_steps = 0;   // plan changes in [slowdown, slowdown + 30)
   int slowed_batch_rises = 0;       // times its running or planned batch went up
+  int slowed_optimal_batch = 0;     // its batch in the true optimum while slowed
   double efficiency_at_lift = 0.0;  // true η of the running split where the slowdown ends
   double efficiency_20_steps_after_lift = 0.0;
   std::vector<std::string> reasons;  // every plan change after the slowdown, for failures
@@ -484,6 +485,7 @@ SlowdownRun SixfoldSlowdownOfTheFastestWorker(uint64_t seed) {
   SlowdownRun run;
   for (int64_t step = 0; step < kSlowdownStep; ++step) cluster.Step(controller, step);
   cluster.worker(0).slowdown = 6.0;
+  run.slowed_optimal_batch = cluster.OptimalBatches(384)[0];
   int running_before = cluster.running()[0];
   int planned_before = controller.plan().workers[0].batch;
   for (int64_t step = kSlowdownStep; step < kLiftStep; ++step) {
@@ -583,24 +585,62 @@ TEST(Controller, ASlowdownRightAfterAMoveIsAnsweredWithoutWaitingOutTheDwell) {
   }
 }
 
-TEST(Controller, EachPlanMovesTheSlowedWorkerAtMostHalfwayIntoSizesItNeverRan) {
-  // Trust region: below its batch at the slowdown the slowed worker never ran, so every plan
-  // may at most halve its batch. Dwell: a second move waits interval_steps (10), unless it
-  // continues a move the trust region cut short, once the size that move reached has been
-  // measured (3 reports after the 3-step apply lead) to take what the move predicted.
+TEST(Controller, NoPlanMovesTheSlowedWorkerPastItsTrueOptimumAndEachMoveIsEarned) {
+  // Below its batch at the slowdown the slowed worker never ran, so it is planned at its current
+  // time per sample there, which a step's fixed cost and the knee only make dearer: no plan
+  // takes it below its true optimum (10% for timing noise and contention), and the move goes
+  // the rest of the way once the size it reached is measured. Dwell: another move of it waits
+  // interval_steps (10), unless it goes on from such a move once its landing is measured
+  // (3 reports after the 3-step apply lead).
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     const SlowdownRun run = SixfoldSlowdownOfTheFastestWorker(seed);
     ASSERT_FALSE(run.slowed_moves.empty());
     for (std::size_t i = 0; i < run.slowed_moves.size(); ++i) {
       const SlowdownRun::Move& move = run.slowed_moves[i];
-      EXPECT_GE(2 * move.to, move.from) << Joined(run.reasons);
+      EXPECT_GE(move.to, 0.9 * run.slowed_optimal_batch)
+          << "optimum " << run.slowed_optimal_batch << Joined(run.reasons);
       if (i == 0) continue;
       const SlowdownRun::Move& previous = run.slowed_moves[i - 1];
-      const bool continues_cut_move = previous.reason.find("trust region") != std::string::npos;
-      EXPECT_GE(move.step - previous.step, continues_cut_move ? 5 : 10) << Joined(run.reasons);
+      const bool goes_on = previous.reason.find("current time per sample") != std::string::npos;
+      EXPECT_GE(move.step - previous.step, goes_on ? 5 : 10) << Joined(run.reasons);
     }
     EXPECT_THAT(run.reasons.front(), HasSubstr("moves: fast"));
+  }
+}
+
+// A slowdown that takes a worker's optimum down more than 4x, into sizes it never ran (little
+// fixed cost: time per sample barely changes with the batch) is answered in two plans: the
+// first, at the worker's current time per sample, lands short of the optimum, and the second,
+// once that landing is measured, goes the rest of the way on the slope between the two sizes.
+// (A x2/÷2 trust region needs three.)
+TEST(Controller, ASlowdownThatMovesAWorkerMoreThanFourfoldIsAnsweredInTwoPlans) {
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ControllerConfig config = Config(384);
+    config.seed = seed;
+    Controller controller = MakeController(config);
+    testing::ClusterModel cluster({{"fast", "NVIDIA-A100-SXM4-80GB", 0.0005, 0.0004, 1},
+                                   {"half1", "Tesla-V100-SXM2-16GB", 0.0005, 0.0008, 1},
+                                   {"half2", "Tesla-V100-SXM2-16GB", 0.0005, 0.0008, 1}},
+                                  {.relative = 0.03, .contention_seconds = 0.0005}, 3, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    int64_t step = 0;
+    for (; step < kSlowdownStep; ++step) cluster.Step(controller, step);
+    const int before = controller.plan().workers[0].batch;
+    cluster.worker(0).slowdown = 10.0;
+    const int optimum = cluster.OptimalBatches(384)[0];
+    ASSERT_GT(before, 4 * optimum) << "the scenario must move the worker more than 4x";
+    std::vector<std::string> reasons;
+    for (const int64_t end = step + 30; step < end; ++step) {
+      if (cluster.Step(controller, step)) {
+        reasons.push_back(std::to_string(step) + ": " + controller.plan().reason);
+      }
+    }
+    EXPECT_LE(reasons.size(), 2u) << Joined(reasons);
+    // Settled: a split within min_gain (5%) of what the model can find is kept, by design, and
+    // the true optimum ignores the contention the workers wait for; hence 0.94.
+    EXPECT_GE(cluster.TrueEfficiency(), 0.94) << Joined(reasons);
   }
 }
 
