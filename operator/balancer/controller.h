@@ -4,13 +4,15 @@
 // when a worker's speed changed), and only switches to a new plan when the predicted step time
 // improves by at least min_gain, so measurement noise does not make the plan oscillate.
 // Speed re-plans are damped, so a wrong model cannot make the plan thrash:
-//  - trust region: one plan moves a worker's batch by at most ×2 or ÷2, unless the target
-//    size (within ±10%) has been measured, where the cost is known rather than extrapolated;
+//  - a move into sizes a worker never ran is planned at its current time per sample (or on the
+//    slope between two sizes measured in its current regime), which a fixed cost, a knee or
+//    contention only make dearer below the current size and cheaper above it: no plan moves a
+//    worker past its true optimum, so a slowed worker's batch never has to rise again;
 //  - dwell: a worker moved by a plan is not moved again within interval_steps, unless its
-//    speed changed again since (a new regime of its model), or the move was one the trust
-//    region cut short and the size it reached has been measured to take what the move
-//    predicted there (the model held on the way, so the move goes on, and so may the
-//    workers that plan moved to make room).
+//    speed changed again since by more than timing noise, or its move went into sizes it never
+//    ran and the size it reached has been measured (the move goes on, and so may the workers
+//    that plan moved to make room);
+//  - a plan's gain is judged against the lower of the model's and the measured current step.
 // A worker therefore reaches a small batch (its minimum, where it is pinned) only through
 // sizes measured on the way down. Each plan's reason names the moves and their evidence.
 #pragma once
@@ -134,7 +136,8 @@ class Controller {
     LinearCost planning_cost;  // pooled estimate, refreshed by PoolByProduct
     // When a plan last moved this worker's batch, and its model's regime then (dwell).
     std::optional<int64_t> moved_at_step;
-    int regime_when_moved = 0;
+    double speed_when_moved = 1.0;
+    double speed_when_planned = 1.0;  // its speed factor when the current plan was adopted
     // Its model confirmed a real speed change (regime change) that no evaluation has seen:
     // evaluate as soon as the change is sized (SpeedChangeReady), not at the next interval
     // (the min_gain test still applies).
