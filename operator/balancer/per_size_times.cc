@@ -75,9 +75,16 @@ void PerSizeTimes::RecomputeMinimumUseful() {
   // from the biggest size down, the first that is slower than the fastest size at least
   // bigger_ratio times as big is the biggest pathological one. O(n log n) in the sizes kept,
   // once per report.
+  // Only sizes measured in the latest regime are compared: across regimes the comparison goes
+  // through speed factors sized from a few reports, and one sized ×3.89 for a real ×8 made
+  // batch 20 after a slowdown look slower than 54 before it (e2e: the slowed A100 forced back
+  // up 20 -> 51 -> 53).
+  const int latest = static_cast<int>(speeds_.size()) - 1;
   std::vector<std::pair<int, double>> known;
   for (const auto& [batch, times] : by_batch_) {
-    if (times.count >= config_.min_observations) known.emplace_back(batch, SpeedFree(times));
+    if (times.count >= config_.min_observations && times.regime == latest) {
+      known.emplace_back(batch, SpeedFree(times));
+    }
   }
   std::vector<double> fastest_from(known.size() + 1, std::numeric_limits<double>::infinity());
   for (std::size_t i = known.size(); i-- > 0;) {
