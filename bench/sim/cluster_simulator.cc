@@ -42,22 +42,20 @@ class Simulation {
 
   Status Apply(const Event& event) {
     if (event.kind == EventKind::kJoin) return Join(event.joiners);
-    const auto it = std::find_if(workers_.begin(), workers_.end(),
-                                 [&](const SimulatedWorker& w) { return w.id == event.worker; });
-    if (it == workers_.end()) {
+    const int index = IndexOf(event.worker);
+    if (index < 0) {
       return InvalidArgument("events.worker", "no worker \"" + event.worker + "\" at step " +
                                                   std::to_string(event.step));
     }
     ideal_step_seconds_.reset();
     if (event.kind == EventKind::kSlowdown) {
-      it->slowdown = event.factor;
+      workers_[index].slowdown = event.factor;
       return Ok();
     }
-    workers_.erase(it);
+    workers_.erase(workers_.begin() + index);
     return controller_.RemoveWorker(event.worker);
   }
 
-  // Runs one step; returns its balance efficiency η.
   // The index of worker `id` in the batches, or -1.
   int IndexOf(const std::string& id) const {
     for (std::size_t i = 0; i < workers_.size(); ++i) {
@@ -66,6 +64,7 @@ class Simulation {
     return -1;
   }
 
+  // Runs one step; returns its balance efficiency η.
   Result<double> Step(int64_t step, PolicyRun& run) {
     // Without a lead the decision is made for this step; with one, this step runs what was
     // decided `lead` steps ago (the first plan at once), and its decision is for step + lead.

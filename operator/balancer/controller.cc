@@ -74,12 +74,6 @@ Status ValidateReport(const StepReport& report) {
 
 }  // namespace
 
-// Whether a worker's speed factor moved by more than timing noise (the model's least outlier
-// residual, 15%) since `then`.
-static bool SpeedMovedBeyondNoise(double now, double then) {
-  return then <= 0.0 || std::abs(now / then - 1.0) > 0.15;
-}
-
 Result<Controller> Controller::Create(ControllerConfig config) {
   if (Status status = ValidateConfig(config); !status.ok()) return status.error();
   return Controller(std::move(config));
@@ -423,13 +417,13 @@ constexpr double kMeasuredTolerance = 0.1;
 
 std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t step,
                                            std::string& damping,
-                                           std::vector<bool>& truncated) const {
+                                           std::vector<bool>& unmeasured_moves) const {
   PlanRequest bounded = request;
   const int steps = plan_->accumulation_steps;
-  std::vector<bool> limited(workers_.size(), false);
+  unmeasured_moves.assign(workers_.size(), false);
   std::vector<std::string> held;
-  // A truncated move confirmed where it landed validates the plan that made it: the workers
-  // that plan moved to make room may move again with it.
+  // A move into unmeasured sizes measured where it landed validates the plan that made it: the
+  // workers that plan moved to make room may move again with it.
   std::vector<int64_t> confirmed_plans;
   for (const Worker& worker : workers_) {
     if (MoveConfirmed(worker) && worker.moved_at_step) {
@@ -442,21 +436,19 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
   // Only a change beyond timing noise counts: on shared cores a worker's speed factor wobbles
   // by a few percent (and a confirmed "change" at a size just reached can be that wobble), and
   // lifting the dwell for it let a third, noise-sized move follow a slowdown in the demo.
-  const bool speed_changed = std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) {
-    return w.speed_change_unplanned &&
-           SpeedMovedBeyondNoise(w.compute.speed_factor(), w.speed_when_planned);
+  const bool speed_changed = std::any_of(workers_.begin(), workers_.end(), [&](const Worker& w) {
+    return w.speed_change_unplanned && SpeedMovedBeyondNoise(w, w.speed_when_planned);
   });
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     const Worker& worker = workers_[i];
     WorkerSpec& spec = bounded.workers[i];
     const int current = spec.current_batch;
     if (current <= 0 || current < spec.min_batch || current > spec.max_batch * steps) continue;
-    const bool dwelling =
-        !speed_changed && worker.moved_at_step &&
-        step - *worker.moved_at_step < config_.interval_steps &&
-        !SpeedMovedBeyondNoise(worker.compute.speed_factor(), worker.speed_when_moved) &&
-        std::find(confirmed_plans.begin(), confirmed_plans.end(), *worker.moved_at_step) ==
-            confirmed_plans.end();
+    const bool dwelling = !speed_changed && worker.moved_at_step &&
+                          step - *worker.moved_at_step < config_.interval_steps &&
+                          !SpeedMovedBeyondNoise(worker, worker.speed_when_moved) &&
+                          std::find(confirmed_plans.begin(), confirmed_plans.end(),
+                                    *worker.moved_at_step) == confirmed_plans.end();
     if (dwelling) {
       // Per optimizer step the bounds are min_batch and max_batch·s; pinning the batch is
       // done in micro-batch units the planner scales back (current is a multiple when s = 1).
@@ -468,12 +460,13 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
   Result<Plan> candidate = MakePlan(bounded, *policy_);
   if (!candidate.ok()) return std::nullopt;
   std::vector<std::string> trust;
-  // Each round bounds the workers the last candidate moved too far into unmeasured sizes; the
-  // bounds only tighten and contain the current batches, so this ends, with a feasible plan.
+  // Each round re-plans the workers the last candidate moved into unmeasured sizes at their
+  // current time per sample; a worker is re-planned once, so this ends within one round per
+  // worker.
   for (std::size_t round = 0; round <= workers_.size(); ++round) {
     bool tightened = false;
     for (std::size_t i = 0; i < workers_.size(); ++i) {
-      if (limited[i]) continue;
+      if (unmeasured_moves[i]) continue;
       WorkerSpec& spec = bounded.workers[i];
       const int current = spec.current_batch;
       const int target = candidate->workers[i].batch;
@@ -483,7 +476,7 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
           workers_[i].compute.sizes().MeasuredNear(target_micro, kMeasuredTolerance)) {
         continue;
       }
-      limited[i] = true;
+      unmeasured_moves[i] = true;
       tightened = true;
       // Into sizes it never ran, the worker is planned with the zero-intercept line through
       // what it takes now, c(b) = c(current)·b / current. Whenever a step's time per sample
@@ -511,7 +504,6 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
     if (!bounded_plan.ok()) return std::nullopt;
     candidate = std::move(bounded_plan);
   }
-  truncated = limited;
   damping.clear();
   if (!trust.empty()) damping += "planned at its current time per sample: " + Join(trust);
   if (!held.empty()) {
@@ -579,6 +571,11 @@ double Controller::MeasuredOrModelledSeconds(const Worker& worker, int micro_bat
              : model.Seconds(micro_batch, worker.planning_cost);
 }
 
+bool Controller::SpeedMovedBeyondNoise(const Worker& worker, double then) const {
+  return then <= 0.0 ||
+         std::abs(worker.compute.speed_factor() / then - 1.0) > config_.fitter.min_outlier_residual;
+}
+
 double Controller::MeasuredStepSeconds(double tail_seconds) const {
   double slowest = 0.0;
   for (const WorkerAssignment& assignment : plan_->workers) {
@@ -614,8 +611,8 @@ Result<StepDecision> Controller::Decide(int64_t step) {
              ContinuationReady()) {
     last_evaluation_step_ = step;
     std::string damping;
-    std::vector<bool> truncated;
-    std::optional<Plan> candidate = DampedPlan(request, step, damping, truncated);
+    std::vector<bool> unmeasured_moves;
+    std::optional<Plan> candidate = DampedPlan(request, step, damping, unmeasured_moves);
     for (Worker& worker : workers_) {
       worker.speed_change_unplanned = false;
       worker.continuation.reset();
@@ -663,8 +660,8 @@ Result<StepDecision> Controller::Decide(int64_t step) {
       // A move planned at the worker's current time per sample stops short of its optimum on
       // purpose; it goes on before the dwell ends, once the size it reached is measured
       // (MoveConfirmed), with the slope between the two measured sizes.
-      for (std::size_t i = 0; i < workers_.size() && i < truncated.size(); ++i) {
-        if (truncated[i]) workers_[i].continuation = plan_->workers[i].micro_batch;
+      for (std::size_t i = 0; i < workers_.size() && i < unmeasured_moves.size(); ++i) {
+        if (unmeasured_moves[i]) workers_[i].continuation = plan_->workers[i].micro_batch;
       }
       decision.plan_changed = true;
     }

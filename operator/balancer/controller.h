@@ -121,7 +121,7 @@ class Controller {
   bool MeasuredInCurrentRegime(std::string_view id, int micro_batch) const;
   double TailSeconds() const { return communication_.TailSeconds(); }
   // The step time the job's policy would reach splitting `global_batch` under the current
-  // planning costs, with no trust region (the split it would settle at): T*(B) for choosing the
+  // planning costs, with no damping (the split it would settle at): T*(B) for choosing the
   // global batch itself (adaptive_batch.h). nullopt before the first plan, or when no split of
   // it fits the workers' memory.
   std::optional<double> PredictedStepSeconds(int global_batch) const;
@@ -134,7 +134,7 @@ class Controller {
     MemoryModel memory;
     int dithered_steps = 0;
     LinearCost planning_cost;  // pooled estimate, refreshed by PoolByProduct
-    // When a plan last moved this worker's batch, and its model's regime then (dwell).
+    // When a plan last moved this worker's batch, and its speed factor then (dwell).
     std::optional<int64_t> moved_at_step;
     double speed_when_moved = 1.0;
     double speed_when_planned = 1.0;  // its speed factor when the current plan was adopted
@@ -147,15 +147,15 @@ class Controller {
     std::optional<int> continuation;
   };
   bool SpeedChangeReady() const;
-  // The worker's truncated move landed where it was measured to take what the move predicted:
+  // The worker's move into unmeasured sizes landed where it has now been measured:
   // the move may go on (the dwell does not hold it), and an evaluation is due.
   bool MoveConfirmed(const Worker& worker) const;
   bool ContinuationReady() const;
-  // A candidate for a speed re-plan within the trust region and dwell (class comment);
+  // A candidate for a speed re-plan under the damping and dwell (class comment);
   // `damping` says what held workers back. nullopt when no bounded plan exists.
-  // `truncated`: per worker, whether the trust region limited its move.
+  // `unmeasured_moves`: per worker, whether it was planned at its current time per sample.
   std::optional<Plan> DampedPlan(const PlanRequest& request, int64_t step, std::string& damping,
-                                 std::vector<bool>& truncated) const;
+                                 std::vector<bool>& unmeasured_moves) const;
   // "w0 64->32 (...)" for each worker the plan moves, with what the move rests on.
   std::string DescribeMoves(const PlanRequest& request, const Plan& plan) const;
 
@@ -178,6 +178,9 @@ class Controller {
   // One micro-step of `micro_batch`: its typical time if settled in the current regime, else
   // the model's curve.
   double MeasuredOrModelledSeconds(const Worker& worker, int micro_batch) const;
+  // Whether a worker's speed factor moved since `then` by more than timing noise (the model's
+  // least outlier residual, FitterConfig::min_outlier_residual).
+  bool SpeedMovedBeyondNoise(const Worker& worker, double then) const;
   std::vector<int> DitheredBatches(const PlanRequest& request, int64_t step);
   void Reindex();
 
