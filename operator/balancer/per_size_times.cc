@@ -17,7 +17,6 @@ void PerSizeTimes::SetSpeed(int regime, double speed) {
   if (regime < 0 || !(speed > 0.0) || !std::isfinite(speed)) return;
   while (static_cast<int>(speeds_.size()) <= regime) speeds_.push_back(speeds_.back());
   speeds_[static_cast<std::size_t>(regime)] = speed;
-  RecomputeMinimumUseful();
 }
 
 void PerSizeTimes::Observe(int batch, double seconds, int regime) {
@@ -39,7 +38,6 @@ void PerSizeTimes::Observe(int batch, double seconds, int regime) {
         by_batch_.begin(), by_batch_.end(),
         [](const auto& x, const auto& y) { return x.second.last_seen < y.second.last_seen; }));
   }
-  RecomputeMinimumUseful();
 }
 
 std::optional<SizeRecord> PerSizeTimes::Find(int batch) const {
@@ -70,11 +68,12 @@ bool PerSizeTimes::MeasuredNear(int batch, double tolerance) const {
   return it != by_batch_.end() && it->first <= batch + reach;
 }
 
-void PerSizeTimes::RecomputeMinimumUseful() {
+int PerSizeTimes::MinimumUseful(double margin) const {
+  margin = std::max(margin, config_.margin);
   // The sizes measured often enough, ascending, and the fastest time from each one up: then,
   // from the biggest size down, the first that is slower than the fastest size at least
-  // bigger_ratio times as big is the biggest pathological one. O(n log n) in the sizes kept,
-  // once per report.
+  // bigger_ratio times as big is the biggest pathological one. O(n log n) in the sizes kept
+  // (at most max_batch_sizes), once per worker and plan decision.
   // Only sizes measured in the latest regime are compared: across regimes the comparison goes
   // through speed factors sized from a few reports, and one sized ×3.89 for a real ×8 made
   // batch 20 after a slowdown look slower than 54 before it (e2e: the slowed A100 forced back
@@ -90,20 +89,19 @@ void PerSizeTimes::RecomputeMinimumUseful() {
   for (std::size_t i = known.size(); i-- > 0;) {
     fastest_from[i] = std::min(fastest_from[i + 1], known[i].second);
   }
-  minimum_useful_ = 1;
   for (std::size_t i = known.size(); i-- > 0;) {
     const double compared_from = config_.bigger_ratio * known[i].first;
     const auto bigger =
         std::lower_bound(known.begin(), known.end(), compared_from,
                          [](const auto& entry, double batch) { return entry.first < batch; });
     const auto from = static_cast<std::size_t>(bigger - known.begin());
-    if (known[i].second > config_.margin * fastest_from[from]) {
+    if (known[i].second > margin * fastest_from[from]) {
       // Everything up to the biggest pathological size is too, and the sizes between it and
       // the next one measured to be fine are unknown: that one is the least safe batch.
-      minimum_useful_ = known[i + 1].first;
-      return;
+      return known[i + 1].first;
     }
   }
+  return 1;
 }
 
 }  // namespace fulcrum::balancer

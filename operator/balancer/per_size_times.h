@@ -63,8 +63,9 @@ class PerSizeTimes {
   // at least once, in any regime: the curve there is interpolated, not extrapolated.
   bool MeasuredNear(int batch, double tolerance) const;
 
-  // The least batch worth giving; 1 when no batch is known to be slower than a bigger one.
-  int MinimumUseful() const { return minimum_useful_; }
+  // The least batch worth giving; 1 when no batch is known to be slower than a bigger one by
+  // more than `margin` (at least config().margin; the caller widens it for noisy timings).
+  int MinimumUseful(double margin = 0.0) const;
   const PerSizeTimesConfig& config() const { return config_; }
 
  private:
@@ -80,13 +81,11 @@ class PerSizeTimes {
   };
   double SpeedOf(int regime) const;
   double SpeedFree(const Times& times) const { return times.typical / SpeedOf(times.regime); }
-  void RecomputeMinimumUseful();
 
   PerSizeTimesConfig config_;
   std::map<int, Times> by_batch_;
   std::vector<double> speeds_{1.0};  // by regime
   uint64_t observations_ = 0;
-  int minimum_useful_ = 1;
 };
 
 }  // namespace fulcrum::balancer

@@ -103,8 +103,9 @@ class ComputeTimeModel {
   int speed_evidence() const { return static_cast<int>(speed_estimates_.size()); }
   // The sizes measured, as kept (speed-free units: multiply by speed_factor()).
   const PerSizeTimes& sizes() const { return sizes_; }
-  // The least batch worth giving this worker (per_size_times.h).
-  int MinimumUsefulBatch() const { return sizes_.MinimumUseful(); }
+  // The least batch worth giving this worker (per_size_times.h), with a margin wide enough that
+  // this worker's own timing noise cannot make a batch look slower than a bigger one.
+  int MinimumUsefulBatch() const;
 
   // True once the batch sizes seen spread enough to pin k down, or a shape was adopted; the
   // controller dithers batch sizes until then. Kept across a regime change (so is the shape).
