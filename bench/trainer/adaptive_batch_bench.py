@@ -34,6 +34,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from json_lines import read_json_lines  # noqa: E402
+from rounds import interleaved_rounds  # noqa: E402
 from trainer_bench import ROOT, SLOWDOWNS  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -134,13 +135,13 @@ def main():
     args = parser.parse_args()
     data, train_samples = pack_digits(tempfile.mkdtemp(prefix="fulcrum-digits-"))
     systems = ["fixed", "adaptive", "ddp"]
-    runs = {system: [] for system in systems}
-    for round_index in range(args.rounds):
-        for system in (systems if round_index % 2 == 0 else systems[::-1]):
-            summary = (run_ddp(args, data) if system == "ddp"
-                       else run_fulcrum(args, data, adaptive=system == "adaptive"))
-            runs[system].append(summary)
-            print(f"round {round_index}: {system} {summary}", file=sys.stderr)
+
+    def run_one(system, round_index):
+        summary = (run_ddp(args, data) if system == "ddp"
+                   else run_fulcrum(args, data, adaptive=system == "adaptive"))
+        print(f"round {round_index}: {system} {summary}", file=sys.stderr)
+        return summary
+    runs = interleaved_rounds(systems, args.rounds, run_one)
 
     def median(system, key):
         values = [r[key] for r in runs[system] if r[key] is not None]

@@ -32,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from ddp_baseline import MALLOC_ENVIRONMENT  # noqa: E402
 from json_lines import read_json_lines  # noqa: E402
+from rounds import interleaved_rounds  # noqa: E402
 from trainer_bench import ROOT, SKIP_FRACTION, SLOWDOWNS, run, run_ddp  # noqa: E402
 
 TOKEN = "python-runtime-bench-token"
@@ -125,26 +126,26 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     systems = ["python", "trainer", "ddp"]
-    runs = {system: [] for system in systems}
-    for round_index in range(args.rounds):
-        for system in (systems if round_index % 2 == 0 else systems[::-1]):
-            load = os.getloadavg()[0]
-            if system == "python":
-                summary = run_python(args.build_dir, args.steps, args.global_batch,
-                                     args.image_size, args.hidden)
-            elif system == "trainer":
-                summary = run(args.build_dir, "optimal", args.steps, args.global_batch,
-                              args.image_size, hidden=args.hidden)
-            else:
-                summary = run_ddp(sys.executable, args.steps, args.global_batch, args.image_size,
-                                  args.hidden)
-            runs[system].append({"samples_per_second": round(summary["samples_per_second"], 1),
-                                 **({"final_batches": summary["final_batches"]}
-                                    if "final_batches" in summary else {}),
-                                 "wall_samples_per_second":
-                                     round(summary.get("wall_samples_per_second") or 0.0, 1),
-                                 "load_average_before": round(load, 2)})
-            print(f"round {round_index}: {system} {runs[system][-1]}", file=sys.stderr)
+
+    def run_one(system, round_index):
+        load = os.getloadavg()[0]
+        if system == "python":
+            summary = run_python(args.build_dir, args.steps, args.global_batch,
+                                 args.image_size, args.hidden)
+        elif system == "trainer":
+            summary = run(args.build_dir, "optimal", args.steps, args.global_batch,
+                          args.image_size, hidden=args.hidden)
+        else:
+            summary = run_ddp(sys.executable, args.steps, args.global_batch, args.image_size,
+                              args.hidden)
+        kept = {"samples_per_second": round(summary["samples_per_second"], 1),
+                **({"final_batches": summary["final_batches"]}
+                   if "final_batches" in summary else {}),
+                "wall_samples_per_second": round(summary.get("wall_samples_per_second") or 0.0, 1),
+                "load_average_before": round(load, 2)}
+        print(f"round {round_index}: {system} {kept}", file=sys.stderr)
+        return kept
+    runs = interleaved_rounds(systems, args.rounds, run_one)
 
     def median(system, key="samples_per_second"):
         return statistics.median(r[key] for r in runs[system])

@@ -37,6 +37,7 @@ import subprocess
 import sys
 
 from json_lines import read_json_lines  # this folder is on sys.path: run as a script
+from rounds import interleaved_rounds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SLOWDOWNS = "1,2,4"
@@ -230,20 +231,17 @@ def main():
         "note": "fulcrum-step-curve, one trainer alone, 1 thread, fastest of 9 passes; a worker "
                 "at slowdown F takes F x c(b)"}
     slowdowns = [float(f) for f in SLOWDOWNS.split(",")]
-    # optimal and DDP run next to each other, and every other round runs in reverse order, so a
-    # load that rises or falls through a round hits the systems alike.
+    # optimal and DDP run next to each other (interleaved_rounds reverses every other round).
     systems = ["optimal"] + ([] if args.no_ddp else ["ddp"]) + ["proportional", "equal"]
-    runs = {system: [] for system in systems}
-    for round_index in range(args.rounds):
-        for system in (systems if round_index % 2 == 0 else systems[::-1]):
-            if system == "ddp":
-                summary = run_ddp(args.ddp_python, args.steps, args.global_batch, args.image_size, args.hidden)
-            else:
-                summary = run(args.build_dir, system, args.steps, args.global_batch, args.image_size,
-                              hidden=args.hidden)
-            if system != "ddp":
-                summary["measured_curve"] = judge_against_curve(summary, curve, slowdowns, args.global_batch)
-            runs[system].append(summary)
+
+    def run_one(system, _round_index):
+        if system == "ddp":
+            return run_ddp(args.ddp_python, args.steps, args.global_batch, args.image_size, args.hidden)
+        summary = run(args.build_dir, system, args.steps, args.global_batch, args.image_size,
+                      hidden=args.hidden)
+        summary["measured_curve"] = judge_against_curve(summary, curve, slowdowns, args.global_batch)
+        return summary
+    runs = interleaved_rounds(systems, args.rounds, run_one)
     median = lambda values: round(statistics.median(values), 3)
     for policy in ("optimal", "proportional", "equal"):
         summaries = runs[policy]
