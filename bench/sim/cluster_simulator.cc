@@ -75,6 +75,7 @@ class Simulation {
       if (!decision.ok()) return decision.error();
       running_ = *decision;
       plan_changed = decision->plan_changed;
+      if (plan_changed) run.plan_reasons.emplace_back(step, controller_.plan().reason);
     }
     while (!scheduled_.empty() && scheduled_.begin()->first <= step) {
       running_ = scheduled_.begin()->second;
@@ -117,6 +118,7 @@ class Simulation {
       Result<balancer::StepDecision> decision = controller_.Decide(step + lead);
       if (!decision.ok()) return decision.error();
       plan_changed = plan_changed || decision->plan_changed;
+      if (decision->plan_changed) run.plan_reasons.emplace_back(step, controller_.plan().reason);
       scheduled_[step + lead] = std::move(*decision);
     }
     run.plan_changed_per_step.push_back(plan_changed);

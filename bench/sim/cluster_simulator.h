@@ -54,6 +54,8 @@ struct PolicyRun {
   std::vector<double> split_efficiency_per_step;   // η of the split under the mean costs
   std::vector<bool> plan_changed_per_step;         // whether the decision made at that step did
   std::vector<std::vector<int>> batches_per_step;  // what the workers ran, for --trace
+  // The step each plan was decided at and its reason, for --trace.
+  std::vector<std::pair<int64_t, std::string>> plan_reasons;
 };
 
 // Threshold for "back within 5%" in the reaction measure.

@@ -1,9 +1,9 @@
 // fulcrum-sim: runs scenarios through the balancer under each policy and prints JSON.
 //   fulcrum-sim [--policy optimal|proportional|equal|all] [--steps N] [--jitter F] [--trace]
 //               SCENARIO.yaml...
-// --trace adds each step's efficiency and batches; --jitter sets every scenario's noise.jitter
-// (relative std. dev. of the true per-step compute time).
-// Exit codes: 0 ok, 2 bad arguments or scenario.
+// --trace adds each step's efficiency and batches, and each plan's step and reason; --jitter sets
+// every scenario's noise.jitter (relative std. dev. of the true per-step compute time). Exit codes:
+// 0 ok, 2 bad arguments or scenario.
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -42,6 +42,11 @@ ordered_json ToJson(const fulcrum::sim::PolicyRun& run, bool trace) {
   if (trace) {
     out["efficiency_per_step"] = run.efficiency_per_step;
     out["batches_per_step"] = run.batches_per_step;
+    ordered_json plans = ordered_json::array();
+    for (const auto& [step, reason] : run.plan_reasons) {
+      plans.push_back({{"step", step}, {"reason", reason}});
+    }
+    out["plans"] = plans;
   }
   return out;
 }

@@ -44,6 +44,9 @@ Status ValidateConfig(const ControllerConfig& config) {
   if (!(config.refinement_error_ratio >= 0.0 && config.refinement_error_ratio < 1.0)) {
     return InvalidArgument("refinement_error_ratio", "must be a number in [0, 1), e.g. 0.5");
   }
+  if (!(config.gain_noise_sigmas >= 0.0 && std::isfinite(config.gain_noise_sigmas))) {
+    return InvalidArgument("gain_noise_sigmas", "must be a number >= 0, e.g. 2");
+  }
   if (!(config.refinement_min_gain >= 0.0 && config.refinement_min_gain < 1.0)) {
     return InvalidArgument("refinement_min_gain", "must be a number in [0, 1), e.g. 0.005");
   }
@@ -397,6 +400,11 @@ bool Controller::MoveConfirmed(const Worker& worker) const {
   return model.sizes().SettledIn(*worker.continuation, model.regime());
 }
 
+bool Controller::FinishesMove(const Worker& worker) const {
+  return MoveConfirmed(worker) && !SpeedChangedSincePlan() &&
+         !SpeedMovedBeyondNoise(worker, worker.speed_when_moved);
+}
+
 bool Controller::ContinuationReady() const {
   return std::any_of(workers_.begin(), workers_.end(),
                      [&](const Worker& worker) { return MoveConfirmed(worker); });
@@ -436,9 +444,7 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
   // Only a change beyond timing noise counts: on shared cores a worker's speed factor wobbles
   // by a few percent (and a confirmed "change" at a size just reached can be that wobble), and
   // lifting the dwell for it let a third, noise-sized move follow a slowdown in the demo.
-  const bool speed_changed = std::any_of(workers_.begin(), workers_.end(), [&](const Worker& w) {
-    return w.speed_change_unplanned && SpeedMovedBeyondNoise(w, w.speed_when_planned);
-  });
+  const bool speed_changed = SpeedChangedSincePlan();
   for (std::size_t i = 0; i < workers_.size(); ++i) {
     const Worker& worker = workers_[i];
     WorkerSpec& spec = bounded.workers[i];
@@ -449,12 +455,20 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
                           !SpeedMovedBeyondNoise(worker, worker.speed_when_moved) &&
                           std::find(confirmed_plans.begin(), confirmed_plans.end(),
                                     *worker.moved_at_step) == confirmed_plans.end();
+    // Per optimizer step the bounds are min_batch and max_batch·s; pinning the batch is done
+    // in micro-batch units the planner scales back (current is a multiple when s = 1).
     if (dwelling) {
-      // Per optimizer step the bounds are min_batch and max_batch·s; pinning the batch is
-      // done in micro-batch units the planner scales back (current is a multiple when s = 1).
       spec.min_batch = current;
       if (steps == 1) spec.max_batch = current;
       held.push_back(worker.info.id + " moved at step " + std::to_string(*worker.moved_at_step));
+    } else if (FinishesMove(worker)) {
+      // The move goes on, never back: it stopped short on purpose, so a landing that looks
+      // past the optimum is one noisy median (the demo's slowed A100 went 56 -> 18 -> 21).
+      if (*worker.continuation < worker.continued_from) {
+        if (steps == 1) spec.max_batch = current;
+      } else {
+        spec.min_batch = current;
+      }
     }
   }
   Result<Plan> candidate = MakePlan(bounded, *policy_);
@@ -571,6 +585,21 @@ double Controller::MeasuredOrModelledSeconds(const Worker& worker, int micro_bat
              : model.Seconds(micro_batch, worker.planning_cost);
 }
 
+bool Controller::SpeedChangedSincePlan() const {
+  return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& worker) {
+    return worker.speed_change_unplanned &&
+           SpeedMovedBeyondNoise(worker, worker.speed_when_planned);
+  });
+}
+
+double Controller::NoiseGain() const {
+  double ratio_error = 0.0;
+  for (const Worker& worker : workers_) {
+    ratio_error = std::max(ratio_error, worker.compute.TypicalRatioError());
+  }
+  return config_.gain_noise_sigmas * ratio_error;
+}
+
 bool Controller::SpeedMovedBeyondNoise(const Worker& worker, double then) const {
   return then <= 0.0 ||
          std::abs(worker.compute.speed_factor() / then - 1.0) > config_.fitter.min_outlier_residual;
@@ -610,10 +639,25 @@ Result<StepDecision> Controller::Decide(int64_t step) {
   } else if (step - last_evaluation_step_ >= config_.interval_steps || SpeedChangeReady() ||
              ContinuationReady()) {
     last_evaluation_step_ = step;
+    // What a plan must gain depends on what it rests on. One that answers a speed change
+    // beyond noise rests on the speed factor's evidence: min_gain. One that finishes a move
+    // into unmeasured sizes completes a plan already made, which stopped short on purpose and
+    // may only go on in its direction: refinement_min_gain (demanding min_gain left the split
+    // 5.5% off after a 6x slowdown). Any other compares typical times alone, and must predict
+    // more than their noise can fake.
+    const bool speed_changed = SpeedChangedSincePlan();
+    const bool finishing_move =
+        !speed_changed && std::any_of(workers_.begin(), workers_.end(),
+                                      [&](const Worker& worker) { return FinishesMove(worker); });
+    const double min_gain = finishing_move  ? config_.refinement_min_gain
+                            : speed_changed ? config_.min_gain
+                                            : std::max(config_.min_gain, NoiseGain());
     std::string damping;
     std::vector<bool> unmeasured_moves;
     std::optional<Plan> candidate = DampedPlan(request, step, damping, unmeasured_moves);
+    std::vector<bool> finishing;
     for (Worker& worker : workers_) {
+      finishing.push_back(FinishesMove(worker));
       worker.speed_change_unplanned = false;
       worker.continuation.reset();
     }
@@ -633,11 +677,15 @@ Result<StepDecision> Controller::Decide(int64_t step) {
     if (!candidate || candidate->accumulation_steps != plan_->accumulation_steps ||
         candidate->workers.size() != current.size()) {
       reason[0] = '\0';
-    } else if (gain >= config_.min_gain) {
+    } else if (gain >= min_gain) {
       std::snprintf(reason, sizeof reason,
-                    "predicted step time %.4f s -> %.4f s (%.1f%% gain >= %.1f%%)", current_seconds,
-                    candidate->step_seconds, 100.0 * gain, 100.0 * config_.min_gain);
-    } else if (gain >= config_.refinement_min_gain &&
+                    "predicted step time %.4f s -> %.4f s (%.1f%% gain >= %.1f%%%s)",
+                    current_seconds, candidate->step_seconds, 100.0 * gain, 100.0 * min_gain,
+                    finishing_move                ? ", finishing a move"
+                    : min_gain > config_.min_gain ? ", timing noise"
+                                                  : "");
+    } else if (gain >= std::max(config_.refinement_min_gain,
+                                config_.gain_noise_sigmas * std::sqrt(2.0) * model_error) &&
                model_error <= config_.refinement_error_ratio * plan_model_error_) {
       std::snprintf(reason, sizeof reason,
                     "refinement: model error %.2f%% -> %.2f%%, predicted step time %.4f s -> "
@@ -660,8 +708,12 @@ Result<StepDecision> Controller::Decide(int64_t step) {
       // A move planned at the worker's current time per sample stops short of its optimum on
       // purpose; it goes on before the dwell ends, once the size it reached is measured
       // (MoveConfirmed), with the slope between the two measured sizes.
+      // Once: the plan that finishes a move does not start another continuation.
       for (std::size_t i = 0; i < workers_.size() && i < unmeasured_moves.size(); ++i) {
-        if (unmeasured_moves[i]) workers_[i].continuation = plan_->workers[i].micro_batch;
+        if (!unmeasured_moves[i] || finishing[i]) continue;
+        workers_[i].continuation = plan_->workers[i].micro_batch;
+        workers_[i].continued_from = (previous.workers[i].batch + previous.accumulation_steps - 1) /
+                                     previous.accumulation_steps;
       }
       decision.plan_changed = true;
     }

@@ -12,7 +12,11 @@
 //    speed changed again since by more than timing noise, or its move went into sizes it never
 //    ran and the size it reached has been measured (the move goes on, and so may the workers
 //    that plan moved to make room);
-//  - a plan's gain is judged against the lower of the model's and the measured current step.
+//  - a move into unmeasured sizes goes on once, and only in its own direction: the plan after
+//    its measured landing finishes it, and moving back would follow one noisy landing;
+//  - a plan's gain is judged against the lower of the model's and the measured current step,
+//    and unless it answers a speed change (or finishes a move that did) it must also beat what
+//    timing noise can fake in the typical times it compares (gain_noise_sigmas).
 // A worker therefore reaches a small batch (its minimum, where it is pinned) only through
 // sizes measured on the way down. Each plan's reason names the moves and their evidence.
 #pragma once
@@ -40,10 +44,16 @@ struct ControllerConfig {
   PolicyKind policy = PolicyKind::kOptimal;
   int interval_steps = 10;  // steps between re-plan evaluations
   double min_gain = 0.05;   // predicted step-time gain a new plan must bring
+  // ...and, unless it answers a speed change, this many standard errors of the ratio of two
+  // typical times of the noisiest worker (ComputeTimeModel::TypicalRatioError): on shared
+  // cores a worker's timings scatter by 10% and more, and a plan chasing that scatter after a
+  // slowdown was answered made a third and fourth move (issue 25).
+  double gain_noise_sigmas = 2.0;
   // Refinement: a plan made on little evidence is replaced by a better one below min_gain once
   // the models' standard error has fallen to this fraction of what it was when the plan was
-  // made (0.5: four times the evidence), if the gain is at least refinement_min_gain. Evidence
-  // saturates under the fitter's forgetting, so refinements stop by themselves.
+  // made (0.5: four times the evidence), if the gain is at least refinement_min_gain and
+  // gain_noise_sigmas of what the models' remaining error (two predictions' worth) could fake.
+  // Evidence saturates under the fitter's forgetting, so refinements stop by themselves.
   double refinement_error_ratio = 0.5;
   double refinement_min_gain = 0.005;
   bool allow_accumulation = true;
@@ -143,14 +153,18 @@ class Controller {
     // (the min_gain test still applies).
     bool speed_change_unplanned = false;
     // Its last move went into sizes it never ran, planned at its current time per sample
-    // (short of the optimum on purpose): the micro-batch it landed at.
+    // (short of the optimum on purpose): the micro-batch it landed at, and the one it left.
     std::optional<int> continuation;
+    int continued_from = 0;
   };
   bool SpeedChangeReady() const;
   // The worker's move into unmeasured sizes landed where it has now been measured:
   // the move may go on (the dwell does not hold it), and an evaluation is due.
   bool MoveConfirmed(const Worker& worker) const;
   bool ContinuationReady() const;
+  // The evaluation now finishes the worker's confirmed move: no speed change beyond noise came
+  // since (one frees it, as it lifts the dwell). It goes on only in its direction, and once.
+  bool FinishesMove(const Worker& worker) const;
   // A candidate for a speed re-plan under the damping and dwell (class comment);
   // `damping` says what held workers back. nullopt when no bounded plan exists.
   // `unmeasured_moves`: per worker, whether it was planned at its current time per sample.
@@ -181,6 +195,10 @@ class Controller {
   // Whether a worker's speed factor moved since `then` by more than timing noise (the model's
   // least outlier residual, FitterConfig::min_outlier_residual).
   bool SpeedMovedBeyondNoise(const Worker& worker, double then) const;
+  // Whether a worker's speed change, confirmed since the last plan, is beyond timing noise.
+  bool SpeedChangedSincePlan() const;
+  // The least gain a plan judged on typical times alone must predict (gain_noise_sigmas).
+  double NoiseGain() const;
   std::vector<int> DitheredBatches(const PlanRequest& request, int64_t step);
   void Reindex();
 

@@ -197,16 +197,17 @@ std::vector<CostPoint> ComputeTimeModel::MeasuredCosts(const LinearCost& line) c
   return points;
 }
 
-int ComputeTimeModel::MinimumUsefulBatch() const {
-  // Two sizes' typical times are medians of (mostly) their last five reports, each off by
-  // about 1.25·noise/√5; their ratio is off by √2 times that. A batch counts as slower than a
-  // bigger one only beyond outlier_sigmas of that, so on shared cores (the e2e Python job saw
-  // batch 50 "slower" than 89 on one worker, and 22 than 50 on another, within one regime)
-  // noise no longer pins workers; a real small-batch penalty (2x at batch 1) still shows.
+double ComputeTimeModel::TypicalRatioError() const {
   constexpr double kReportsPerTypicalTime = 5.0;
-  const double ratio_error =
-      std::sqrt(2.0) * kMedianEfficiency * noise_ / std::sqrt(kReportsPerTypicalTime);
-  return sizes_.MinimumUseful(1.0 + config_.outlier_sigmas * ratio_error);
+  return std::sqrt(2.0) * kMedianEfficiency * noise_ / std::sqrt(kReportsPerTypicalTime);
+}
+
+int ComputeTimeModel::MinimumUsefulBatch() const {
+  // A batch counts as slower than a bigger one only beyond outlier_sigmas of the error of the
+  // ratio of their typical times, so on shared cores (the e2e Python job saw batch 50 "slower"
+  // than 89 on one worker, and 22 than 50 on another, within one regime) noise no longer pins
+  // workers; a real small-batch penalty (2x at batch 1) still shows.
+  return sizes_.MinimumUseful(1.0 + config_.outlier_sigmas * TypicalRatioError());
 }
 
 std::vector<CostPoint> ComputeTimeModel::CurrentRegimeCosts() const {

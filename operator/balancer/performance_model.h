@@ -106,6 +106,10 @@ class ComputeTimeModel {
   // The least batch worth giving this worker (per_size_times.h), with a margin wide enough that
   // this worker's own timing noise cannot make a batch look slower than a bigger one.
   int MinimumUsefulBatch() const;
+  // Relative standard error of the ratio of two sizes' typical times (medians of mostly their
+  // last five reports, each off by about 1.25·noise/√5): the least relative difference between
+  // two of them, in standard errors, that this worker's timing noise cannot make.
+  double TypicalRatioError() const;
 
   // True once the batch sizes seen spread enough to pin k down, or a shape was adopted; the
   // controller dithers batch sizes until then. Kept across a regime change (so is the shape).

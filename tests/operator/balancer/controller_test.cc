@@ -189,7 +189,9 @@ SlowdownOutcome TwofoldSlowdownOfWorkerFive(int interval_steps, uint64_t seed) {
   outcome.batch_before = controller.plan().workers[5].batch;
   cluster.worker(5).slowdown = 2.0;
   for (int64_t step = 300; step < 400; ++step) {
-    if (cluster.Step(controller, step)) {
+    // The first speed rebalance: a refinement of the old plan can fall on the slowdown's step.
+    if (cluster.Step(controller, step) &&
+        controller.plan().reason.starts_with("predicted step time")) {
       outcome.steps_to_change = step - 300;
       break;
     }
@@ -219,13 +221,14 @@ TEST(Controller, ASpeedRebalanceCarriesItsPredictedGain) {
     ASSERT_TRUE(cluster.Join(controller).ok());
     for (int64_t step = 0; step < 60; ++step) cluster.Step(controller, step);
     cluster.worker(0).slowdown = 3.0;
+    // The first speed rebalance (a refinement of the old plan can fall on the slowdown's step).
     bool changed = false;
     for (int64_t step = 60; step < 120 && !changed; ++step) {
-      changed = cluster.Step(controller, step);
+      changed = cluster.Step(controller, step) &&
+                controller.plan().reason.starts_with("predicted step time");
     }
     ASSERT_TRUE(changed);
-    EXPECT_THAT(controller.plan().reason, HasSubstr("predicted step time"));
-    EXPECT_GE(controller.plan().predicted_gain, 0.05);
+    EXPECT_GE(controller.plan().predicted_gain, 0.05) << controller.plan().reason;
     EXPECT_LT(controller.plan().predicted_gain, 1.0);
   }
 }
@@ -243,7 +246,8 @@ TEST(Controller, AConfirmedSpeedChangeIsEvaluatedAtOnceNotAtTheNextInterval) {
 }
 
 TEST(Controller, RefinesAPlanMadeOnLittleEvidenceOnceTheEvidenceHasGrown) {
-  // min_gain so high that only refinements can replace the first measured plan.
+  // min_gain so high that only refinements (and the plans that finish their moves into
+  // unmeasured sizes) can replace the first measured plan.
   ControllerConfig config = Config(2048);
   config.min_gain = 0.5;
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
@@ -257,12 +261,20 @@ TEST(Controller, RefinesAPlanMadeOnLittleEvidenceOnceTheEvidenceHasGrown) {
     }
     ASSERT_GE(reasons.size(), 2u);
     EXPECT_EQ(reasons[0], "first plan");
+    int refinements = 0;
     for (std::size_t i = 1; i < reasons.size(); ++i) {
-      EXPECT_THAT(reasons[i], HasSubstr("refinement"));
+      if (reasons[i].starts_with("refinement")) {
+        ++refinements;
+      } else {
+        EXPECT_THAT(reasons[i], HasSubstr("finishing a move"));
+      }
     }
-    // Evidence saturates under the fitter's forgetting, so refinements stop.
-    EXPECT_LE(reasons.size(), 4u);
-    EXPECT_GT(cluster.TrueEfficiency(controller), 0.98);
+    // Evidence saturates under the fitter's forgetting, so refinements stop; each must predict
+    // twice what the models' remaining error could fake (about 2% under this 5% noise), so the
+    // split ends within about that of the optimum.
+    EXPECT_GE(refinements, 1);
+    EXPECT_LE(refinements, 3);
+    EXPECT_GT(cluster.TrueEfficiency(controller), 0.97);
   }
 }
 
@@ -541,6 +553,42 @@ TEST(Controller, AfterASixfoldSlowdownTheSplitEndsWithin5PercentOfTheTrueOptimum
     SCOPED_TRACE("seed " + std::to_string(seed));
     const SlowdownRun run = SixfoldSlowdownOfTheFastestWorker(seed);
     EXPECT_GE(run.efficiency_at_lift, 0.95) << Joined(run.reasons);
+  }
+}
+
+// The demo's event under its timing noise: three CPU trainers sharing two cores scatter by 10%
+// and more, and there a 6x slowdown drew a third and a fourth plan, one moving the slowed node
+// back up (18 -> 21). Every plan for the rest of the slowdown counts, not only the first 30 steps.
+TEST(Controller, UnderTenPercentTimingNoiseASixfoldSlowdownGetsAtMostTwoPlansAndNoRise) {
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ControllerConfig config = Config(96);
+    config.seed = seed;
+    Controller controller = MakeController(config);
+    testing::ClusterModel cluster({{"a100", "A100-SXM4-40GB", 0.01, 0.0012},
+                                   {"v100", "V100-SXM2-16GB", 0.02, 0.0024},
+                                   {"t4", "Tesla-T4", 0.04, 0.0048}},
+                                  {.relative = 0.10, .contention_seconds = 0.005}, 3, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    for (int64_t step = 0; step < 160; ++step) cluster.Step(controller, step);
+    cluster.worker(0).slowdown = 6.0;
+    std::vector<std::string> reasons;
+    int rises = 0;
+    int planned_before = controller.plan().workers[0].batch;
+    for (int64_t step = 160; step < 300; ++step) {
+      if (!cluster.Step(controller, step)) continue;
+      reasons.push_back(std::to_string(step) + ": " + controller.plan().reason);
+      const int planned = controller.plan().workers[0].batch;
+      rises += planned > planned_before;
+      planned_before = planned;
+    }
+    EXPECT_GE(reasons.size(), 1u);
+    EXPECT_LE(reasons.size(), 2u) << Joined(reasons);
+    EXPECT_EQ(rises, 0) << Joined(reasons);
+    // The price of not chasing that noise: the split may end further from the optimum than
+    // under 3% noise (AfterASixfoldSlowdownTheSplitEndsWithin5PercentOfTheTrueOptimum); over
+    // these seeds 0.82 at worst, 0.95 in the median.
+    EXPECT_GE(cluster.TrueEfficiency(), 0.8) << Joined(reasons);
   }
 }
 
