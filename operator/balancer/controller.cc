@@ -485,9 +485,17 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
       const int current = spec.current_batch;
       const int target = candidate->workers[i].batch;
       if (current <= 0 || target == current) continue;
+      // A worker that sheds samples counts as measured there only on sizes of its current
+      // regime: an older regime's time, rescaled by a speed factor, is a guess (a uniform
+      // rescale is wrong where the change was in the fixed cost), and on one, a batch-1 time
+      // from the Python job's warm-up, its V100 went 33 -> 1 and stayed there, where its one
+      // measured time, all fixed cost, left it no room for the A100's samples after a slowdown.
       const int target_micro = (target + steps - 1) / steps;
+      const ComputeTimeModel& model = workers_[i].compute;
       if (target_micro > 0 &&
-          workers_[i].compute.sizes().MeasuredNear(target_micro, kMeasuredTolerance)) {
+          model.sizes().MeasuredNear(
+              target_micro, kMeasuredTolerance,
+              target < current ? std::optional(model.regime()) : std::nullopt)) {
         continue;
       }
       unmeasured_moves[i] = true;

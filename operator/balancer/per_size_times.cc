@@ -62,10 +62,13 @@ bool PerSizeTimes::SettledIn(int batch, int regime) const {
          it->second.count >= config_.min_observations;
 }
 
-bool PerSizeTimes::MeasuredNear(int batch, double tolerance) const {
+bool PerSizeTimes::MeasuredNear(int batch, double tolerance, std::optional<int> regime) const {
   const int reach = std::max(1, static_cast<int>(std::lround(tolerance * batch)));
-  const auto it = by_batch_.lower_bound(batch - reach);
-  return it != by_batch_.end() && it->first <= batch + reach;
+  for (auto it = by_batch_.lower_bound(batch - reach);
+       it != by_batch_.end() && it->first <= batch + reach; ++it) {
+    if (!regime || it->second.regime == *regime) return true;
+  }
+  return false;
 }
 
 int PerSizeTimes::MinimumUseful(double margin) const {

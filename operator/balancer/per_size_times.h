@@ -60,8 +60,9 @@ class PerSizeTimes {
   // Whether `batch` has min_observations measurements taken in `regime`.
   bool SettledIn(int batch, int regime) const;
   // Whether a size within ±`tolerance` (relative, at least one sample) of `batch` was measured
-  // at least once, in any regime: the curve there is interpolated, not extrapolated.
-  bool MeasuredNear(int batch, double tolerance) const;
+  // at least once, in any regime or, given one, last in `regime`: the curve there is
+  // interpolated, not extrapolated.
+  bool MeasuredNear(int batch, double tolerance, std::optional<int> regime = std::nullopt) const;
 
   // The least batch worth giving; 1 when no batch is known to be slower than a bigger one by
   // more than `margin` (at least config().margin; the caller widens it for noisy timings).

@@ -2,8 +2,8 @@
 // it, e.g. "workers[2].seconds_per_sample: must be a finite number > 0".
 #pragma once
 
-#include "operator/balancer/plan.h"
 #include "common/result.h"
+#include "operator/balancer/plan.h"
 
 namespace fulcrum::balancer {
 

@@ -5,10 +5,10 @@
 #include <span>
 #include <vector>
 
+#include "common/result.h"
 #include "operator/balancer/min_max_split.h"
 #include "operator/balancer/plan.h"
 #include "operator/balancer/policy.h"
-#include "common/result.h"
 
 namespace fulcrum::balancer {
 

@@ -7,9 +7,9 @@
 #include <span>
 #include <vector>
 
+#include "common/result.h"
 #include "operator/balancer/min_max_split.h"
 #include "operator/balancer/policy_kind.h"
-#include "common/result.h"
 
 namespace fulcrum::balancer {
 

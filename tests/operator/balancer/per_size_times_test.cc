@@ -90,6 +90,16 @@ TEST(PerSizeTimes, MeasuredNearCountsSizesWithinTheTolerance) {
   EXPECT_FALSE(sizes.MeasuredNear(2, 0.1)) << "±1 sample at least, not ±10% of 100";
 }
 
+TEST(PerSizeTimes, MeasuredNearInARegimeCountsOnlySizesLastMeasuredInIt) {
+  PerSizeTimes sizes;
+  sizes.Observe(100, 0.1, 0);
+  sizes.Observe(50, 0.2, 1);
+  EXPECT_TRUE(sizes.MeasuredNear(100, 0.1, 0));
+  EXPECT_FALSE(sizes.MeasuredNear(100, 0.1, 1)) << "only an older regime measured it";
+  EXPECT_TRUE(sizes.MeasuredNear(52, 0.1, 1));
+  EXPECT_TRUE(sizes.MeasuredNear(100, 0.1)) << "any regime";
+}
+
 TEST(PerSizeTimes, KeepsOnlyTheMostRecentlySeenSizes) {
   PerSizeTimes sizes({.max_batch_sizes = 2});
   ObserveTimes(sizes, 1, 0.050);
