@@ -320,6 +320,7 @@ Result<PolicyRun> RunScenario(const Scenario& scenario, balancer::PolicyKind pol
   config.policy = policy;
   config.interval_steps = scenario.interval_steps;
   config.min_gain = scenario.min_gain;
+  if (scenario.gain_noise_sigmas) config.gain_noise_sigmas = *scenario.gain_noise_sigmas;
   config.seed = scenario.seed;
   Result<balancer::Controller> controller = balancer::Controller::Create(config);
   if (!controller.ok()) return controller.error();

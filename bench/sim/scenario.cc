@@ -163,6 +163,14 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
       return InvalidArgument("balancer.apply_lead_steps", "must be an integer in [0, 100]");
     }
     scenario.apply_lead_steps = *lead;
+    if (balancer["gain_noise_sigmas"]) {
+      Result<double> sigmas = Read<double>(balancer, "gain_noise_sigmas", "balancer.");
+      if (!sigmas.ok()) return sigmas.error();
+      if (!(*sigmas >= 0.0 && *sigmas <= 10.0)) {
+        return InvalidArgument("balancer.gain_noise_sigmas", "must be a number in [0, 10], e.g. 1");
+      }
+      scenario.gain_noise_sigmas = *sigmas;
+    }
   }
   if (const YAML::Node noise = root["noise"]) {
     Result<double> compute = Read<double>(noise, "compute", "noise.", std::optional(0.0));

@@ -641,25 +641,26 @@ Result<StepDecision> Controller::Decide(int64_t step) {
     if (!plan.ok()) return plan.error();
     const std::optional<Plan> previous = plan_;
     Adopt(std::move(*plan), std::move(*reason));
+    answered_speed_change_ = false;  // new members, memory or targets: a new start
     if (previous) RecordMoves(*previous, *plan_, step);
     last_evaluation_step_ = step;
     decision.plan_changed = true;
   } else if (step - last_evaluation_step_ >= config_.interval_steps || SpeedChangeReady() ||
              ContinuationReady()) {
     last_evaluation_step_ = step;
-    // What a plan must gain depends on what it rests on. One that answers a speed change
-    // beyond noise rests on the speed factor's evidence: min_gain. One that finishes a move
-    // into unmeasured sizes completes a plan already made, which stopped short on purpose and
-    // may only go on in its direction: refinement_min_gain (demanding min_gain left the split
-    // 5.5% off after a 6x slowdown). Any other compares typical times alone, and must predict
-    // more than their noise can fake.
+    // What a plan must gain depends on what it rests on (class comment): min_gain to answer a
+    // speed change beyond noise; to finish the moves of that answer, refinement_min_gain (it
+    // completes a plan already made, which stopped short on purpose; min_gain left the split
+    // 5.5% off after a 6x slowdown); once a change is answered, min_gain and the noise band.
     const bool speed_changed = SpeedChangedSincePlan();
     const bool finishing_move =
         !speed_changed && std::any_of(workers_.begin(), workers_.end(),
                                       [&](const Worker& worker) { return FinishesMove(worker); });
-    const double min_gain = finishing_move  ? config_.refinement_min_gain
-                            : speed_changed ? config_.min_gain
-                                            : std::max(config_.min_gain, NoiseGain());
+    const double min_gain = speed_changed                              ? config_.min_gain
+                            : finishing_move && answered_speed_change_ ? config_.refinement_min_gain
+                            : finishing_move || !answered_speed_change_
+                                ? config_.min_gain
+                                : std::max(config_.min_gain, NoiseGain());
     std::string damping;
     std::vector<bool> unmeasured_moves;
     std::optional<Plan> candidate = DampedPlan(request, step, damping, unmeasured_moves);
@@ -693,7 +694,9 @@ Result<StepDecision> Controller::Decide(int64_t step) {
                     : min_gain > config_.min_gain ? ", timing noise"
                                                   : "");
     } else if (gain >= std::max(config_.refinement_min_gain,
-                                config_.gain_noise_sigmas * std::sqrt(2.0) * model_error) &&
+                                answered_speed_change_
+                                    ? config_.gain_noise_sigmas * std::sqrt(2.0) * model_error
+                                    : 0.0) &&
                model_error <= config_.refinement_error_ratio * plan_model_error_) {
       std::snprintf(reason, sizeof reason,
                     "refinement: model error %.2f%% -> %.2f%%, predicted step time %.4f s -> "
@@ -712,6 +715,7 @@ Result<StepDecision> Controller::Decide(int64_t step) {
       candidate->predicted_gain = gain;
       const Plan previous = *plan_;
       Adopt(std::move(*candidate), std::move(explained));
+      answered_speed_change_ = answered_speed_change_ || speed_changed;
       RecordMoves(previous, *plan_, step);
       // A move planned at the worker's current time per sample stops short of its optimum on
       // purpose; it goes on before the dwell ends, once the size it reached is measured
