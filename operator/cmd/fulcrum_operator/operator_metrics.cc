@@ -159,30 +159,30 @@ bool Contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
 }
 
+using Matcher = bool (*)(std::string_view);
+// In order of precedence: what forced a plan before what merely improved one.
+constexpr std::array<std::pair<const char*, Matcher>, 6> kRebalanceKinds = {{
+    {"membership",
+     [](std::string_view p) { return Contains(p, "joined:") || Contains(p, "left:"); }},
+    {"memory",
+     [](std::string_view p) { return Contains(p, "out of memory") || Contains(p, "memory cap"); }},
+    {"global_batch", [](std::string_view p) { return Contains(p, "global batch"); }},
+    {"speed", [](std::string_view p) { return p.starts_with("predicted step time"); }},
+    {"refinement", [](std::string_view p) { return p.starts_with("refinement"); }},
+    {"initial", [](std::string_view p) { return p.starts_with("first plan"); }},
+}};
+constexpr const char* kOtherRebalanceKind = "other";
+
 }  // namespace
 
 std::string RebalanceReasonKind(std::string_view reason) {
-  using Matcher = bool (*)(std::string_view);
-  // In order of precedence: what forced a plan before what merely improved one.
-  static constexpr std::array<std::pair<const char*, Matcher>, 6> kKinds = {{
-      {"membership",
-       [](std::string_view p) { return Contains(p, "joined:") || Contains(p, "left:"); }},
-      {"memory",
-       [](std::string_view p) {
-         return Contains(p, "out of memory") || Contains(p, "memory cap");
-       }},
-      {"global_batch", [](std::string_view p) { return Contains(p, "global batch"); }},
-      {"speed", [](std::string_view p) { return p.starts_with("predicted step time"); }},
-      {"refinement", [](std::string_view p) { return p.starts_with("refinement"); }},
-      {"initial", [](std::string_view p) { return p.starts_with("first plan"); }},
-  }};
   const std::vector<std::string_view> parts = SplitReasons(reason);
-  for (const auto& [kind, matches] : kKinds) {
+  for (const auto& [kind, matches] : kRebalanceKinds) {
     for (std::string_view part : parts) {
       if (matches(part)) return kind;
     }
   }
-  return "other";
+  return kOtherRebalanceKind;
 }
 
 struct OperatorMetrics::Impl {
@@ -319,6 +319,15 @@ void OperatorMetrics::UpdateJob(const std::string& ns, const std::string& job,
       series.gauges[i] = &impl_->job_families[i]->Add({{"namespace", ns}, {"job", job}});
     }
     series.worker_failures = &impl_->worker_failures->Add({{"namespace", ns}, {"job", job}});
+    // Every kind's counter from 0, so the first rebalance of a kind is an increase Prometheus
+    // sees (a series born at 1 has none, and the demo's dashboard annotation, increase() > 0,
+    // then showed no rebalance when the slowdown was answered by the only speed plan).
+    std::vector<std::string> kinds = {kOtherRebalanceKind};
+    for (const auto& [kind, matches] : kRebalanceKinds) kinds.emplace_back(kind);
+    for (const std::string& kind : kinds) {
+      series.rebalances[kind] =
+          &impl_->rebalances->Add({{"namespace", ns}, {"job", job}, {"reason", kind}});
+    }
   }
   series.worker_failures->Set(static_cast<double>(standing.worker_failures));
   if (standing.phase != series.phase) {
@@ -374,11 +383,7 @@ void OperatorMetrics::UpdateJob(const std::string& ns, const std::string& job,
   series.plan_changes = snapshot.plan_changes;
   if (new_changes > 0) {
     const std::string kind = RebalanceReasonKind(snapshot.last_rebalance.reason);
-    Counter*& counter = series.rebalances[kind];
-    if (counter == nullptr) {
-      counter = &impl_->rebalances->Add({{"namespace", ns}, {"job", job}, {"reason", kind}});
-    }
-    counter->Increment(new_changes);
+    series.rebalances.at(kind)->Increment(new_changes);
   }
 }
 

@@ -183,8 +183,8 @@ TEST(OperatorMetrics, RemoveJobRemovesEveryOneOfItsSeriesAndKeepsOtherJobs) {
   metrics.RemoveJob("ml", "mixed");
   const std::string text = metrics.Serialize();
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="ml")"), 0);
-  // Job gauges, worker failures and phase, three workers' gauges, one rebalance counter.
-  const int per_job = 14 + 2 + 3 * 4 + 1;
+  // Job gauges, worker failures and phase, three workers' gauges, a rebalance counter per kind.
+  const int per_job = 14 + 2 + 3 * 4 + 7;
   EXPECT_EQ(SeriesWith(text, R"(job="other",namespace="ml")"), per_job);
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="dev")"), per_job);
   metrics.RemoveJob("ml", "mixed");  // again, and of a job never seen: no effect, no crash
@@ -227,8 +227,16 @@ TEST(OperatorMetrics, RebalancesCountPlanChangesSinceTheLastUpdateUnderTheReason
   const std::string speed =
       R"(fulcrum_operator_rebalances_total{job="mixed",namespace="ml",reason="speed"} )";
   JobSessionSnapshot job = MixedJob();
-  metrics.UpdateJob("ml", "mixed", job);  // no plan yet: no counter series
-  EXPECT_THAT(metrics.Serialize(), Not(HasSubstr("fulcrum_operator_rebalances_total{")));
+  // No plan yet: every kind's series at 0, so that Prometheus sees the first of each as an
+  // increase (a series born at 1 has none).
+  metrics.UpdateJob("ml", "mixed", job);
+  for (const char* kind :
+       {"initial", "membership", "memory", "global_batch", "speed", "refinement", "other"}) {
+    const std::string series =
+        R"(fulcrum_operator_rebalances_total{job="mixed",namespace="ml",reason=")" +
+        std::string(kind) + R"("} 0)";
+    EXPECT_THAT(Lines(metrics.Serialize()), Contains(series));
+  }
 
   job.plan_changes = 1;
   job.last_rebalance.reason = "first plan";
