@@ -30,9 +30,12 @@ using Clock = std::chrono::steady_clock;
 // and `generation + 1` can never overflow, whatever a token holder sends.
 inline constexpr int64_t kMaxProgressCounter = int64_t{1} << 50;
 // How far ahead of the generation's steps a report may be. Ranks step together (every step
-// ends in a collective), so an honest report is at most a step or two ahead; the bound keeps a
-// token holder from filling the per-step bookkeeping with steps nobody else will report.
-inline constexpr int64_t kMaxReportStepLead = 100;
+// ends in a collective), but the coordinator reads each trainer's stream on its own, so on a
+// loaded machine one stream is read far ahead of another: an e2e job of 1 ms MLP steps had
+// rank 0's step 690 read while the generation's last complete step was 589 (a bound of 100
+// failed it as bad input). 10,000 steps is 10 s of such lag at 1 ms a step, and still keeps a
+// token holder from filling the per-step bookkeeping without bound.
+inline constexpr int64_t kMaxReportStepLead = 10'000;
 // Re-formations one pod may force (Rejoin, or a restart under its name): a burst of this many,
 // then one per kForcedGenerationRefill. More are not refused but deferred, so a pod that keeps
 // asking cannot keep the whole job re-forming process groups instead of training.
