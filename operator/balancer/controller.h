@@ -203,6 +203,10 @@ class Controller {
   bool SpeedChangedSincePlan() const;
   // The least gain a plan judged on typical times alone must predict (gain_noise_sigmas).
   double NoiseGain() const;
+  // The least gain a plan must predict, by what it rests on (class comment), and a refinement
+  // given the models' error now.
+  double RequiredGain(bool speed_changed, bool finishing_move) const;
+  double RefinementGain(double model_error) const;
   std::vector<int> DitheredBatches(const PlanRequest& request, int64_t step);
   void Reindex();
 
