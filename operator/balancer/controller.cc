@@ -422,6 +422,9 @@ bool Controller::SpeedChangeReady() const {
 // Relative distance within which a measured size counts as measuring the target: the dither's
 // amplitude, so the sizes a worker ran around its plan count.
 constexpr double kMeasuredTolerance = 0.1;
+// A worker taking samples into sizes it never ran, beyond this many times its batch, is
+// planned on its model within a bound instead of at its current time per sample (DampedPlan).
+constexpr int kFarGrowth = 4;
 
 std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t step,
                                            std::string& damping,
@@ -514,6 +517,18 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
       // carries their slope past them instead (exact for a + k·b, still under a knee), so the
       // plan after the first measured landing goes the rest of the way at once.
       const int current_micro = (current + steps - 1) / steps;
+      const int target_micro_batch = (target + steps - 1) / steps;
+      if (target_micro_batch > kFarGrowth * current_micro) {
+        // Except for a worker that would grow more than kFarGrowth-fold: from a batch that
+        // small its time is nearly all fixed cost, and that line would never let it grow (the
+        // e2e Python job's V100, and once its A100, put at batch 1 on warm-up timings, stayed
+        // there). It is planned on its model, at most to 2·current + 2, where it is measured
+        // before the rest of the way (the same continuation as above).
+        spec.max_batch = std::min(spec.max_batch, 2 * current_micro + 2);
+        trust.push_back(workers_[i].info.id + " " + std::to_string(current) + "->" +
+                        std::to_string(target) + " unmeasured, far");
+        continue;
+      }
       const double at_current = MeasuredOrModelledSeconds(workers_[i], current_micro);
       spec.fixed_seconds = 0.0;
       spec.seconds_per_sample = at_current / current_micro;

@@ -589,6 +589,36 @@ TEST(Controller, UnderTenPercentTimingNoiseASixfoldSlowdownGetsAtMostTwoPlansAnd
   EXPECT_LE(third_plans, 2);
 }
 
+// A worker put at batch 1 on warm-up timings (20x slow for its first steps, as the e2e Python
+// job's first steps are) grows back once it runs at speed: planned at its time per sample at
+// batch 1, nearly all fixed cost, it never would (the Python job's V100 stayed at 1).
+TEST(Controller, AWorkerPutAtBatchOneByWarmUpTimingsGrowsBackOnceItRunsAtSpeed) {
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ControllerConfig config = Config(96);
+    config.seed = seed;
+    Controller controller = MakeController(config);
+    testing::ClusterModel cluster(
+        {{"a100", "A100-SXM4-40GB", 0.02, 0.001}, {"v100", "V100-SXM2-16GB", 0.04, 0.002}},
+        {.relative = 0.03}, 3, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    cluster.worker(1).slowdown = 20.0;
+    std::vector<std::string> reasons;
+    int lowest = 96;
+    for (int64_t step = 0; step < 40; ++step) {
+      if (cluster.Step(controller, step)) reasons.push_back(controller.plan().reason);
+      lowest = std::min(lowest, controller.plan().workers[1].batch);
+    }
+    cluster.worker(1).slowdown = 1.0;
+    for (int64_t step = 40; step < 100; ++step) {
+      if (cluster.Step(controller, step)) reasons.push_back(controller.plan().reason);
+    }
+    const int optimal = cluster.OptimalBatches(96)[1];
+    EXPECT_GE(controller.plan().workers[1].batch, optimal / 2)
+        << "lowest " << lowest << ", optimal " << optimal << Joined(reasons);
+  }
+}
+
 // A slowdown right after a plan moved the other workers (who then dwell) is answered at once:
 // the dwell does not hold the workers that must take the slowed one's samples. (In the demo,
 // holding them made the answer to a 6x slowdown wait 67 steps.)
