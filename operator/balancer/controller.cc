@@ -694,9 +694,7 @@ Result<StepDecision> Controller::Decide(int64_t step) {
     std::string damping;
     std::vector<bool> unmeasured_moves;
     std::optional<Plan> candidate = DampedPlan(request, step, damping, unmeasured_moves);
-    std::vector<bool> finishing;
     for (Worker& worker : workers_) {
-      finishing.push_back(FinishesMove(worker));
       worker.speed_change_unplanned = false;
       worker.continuation.reset();
     }
@@ -747,9 +745,11 @@ Result<StepDecision> Controller::Decide(int64_t step) {
       // A move planned at the worker's current time per sample stops short of its optimum on
       // purpose; it goes on before the dwell ends, once the size it reached is measured
       // (MoveConfirmed), with the slope between the two measured sizes.
-      // Once: the plan that finishes a move does not start another continuation.
+      // Once: a plan that finishes a move starts no other continuation, for any worker (a
+      // chain of them, each on the low bar, once took the e2e Python job's slowed A100
+      // 57 -> 24 -> 1, then back up to its minimum useful batch).
       for (std::size_t i = 0; i < workers_.size() && i < unmeasured_moves.size(); ++i) {
-        if (!unmeasured_moves[i] || finishing[i]) continue;
+        if (!unmeasured_moves[i] || finishing_move) continue;
         workers_[i].continuation = plan_->workers[i].micro_batch;
         workers_[i].continued_from = (previous.workers[i].batch + previous.accumulation_steps - 1) /
                                      previous.accumulation_steps;
