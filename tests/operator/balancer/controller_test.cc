@@ -547,6 +547,13 @@ TEST(Controller, AfterASixfoldSlowdownTheSplitEndsWithin5PercentOfTheTrueOptimum
   }
 }
 
+// The controller for global batch `global_batch` with dither phases from `seed`.
+Controller SeededController(int global_batch, uint64_t seed) {
+  ControllerConfig config = Config(global_batch);
+  config.seed = seed;
+  return MakeController(config);
+}
+
 // The demo's event under its timing noise: three CPU trainers sharing two cores scatter by 10%
 // and more, and there a 6x slowdown drew a third and a fourth plan, one moving the slowed node
 // back up (18 -> 21). Every plan for the rest of the slowdown counts, not only the first 30
@@ -557,9 +564,7 @@ TEST(Controller, UnderTenPercentTimingNoiseASixfoldSlowdownGetsAtMostTwoPlansAnd
   int third_plans = 0;
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    ControllerConfig config = Config(96);
-    config.seed = seed;
-    Controller controller = MakeController(config);
+    Controller controller = SeededController(96, seed);
     testing::ClusterModel cluster({{"a100", "A100-SXM4-40GB", 0.01, 0.0012},
                                    {"v100", "V100-SXM2-16GB", 0.02, 0.0024},
                                    {"t4", "Tesla-T4", 0.04, 0.0048}},
@@ -595,9 +600,7 @@ TEST(Controller, UnderTenPercentTimingNoiseASixfoldSlowdownGetsAtMostTwoPlansAnd
 TEST(Controller, AWorkerPutAtBatchOneByWarmUpTimingsGrowsBackOnceItRunsAtSpeed) {
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    ControllerConfig config = Config(96);
-    config.seed = seed;
-    Controller controller = MakeController(config);
+    Controller controller = SeededController(96, seed);
     testing::ClusterModel cluster(
         {{"a100", "A100-SXM4-40GB", 0.02, 0.001}, {"v100", "V100-SXM2-16GB", 0.04, 0.002}},
         {.relative = 0.03}, 3, seed);
@@ -692,9 +695,7 @@ TEST(Controller, NoPlanMovesTheSlowedWorkerPastItsTrueOptimumAndEachMoveIsEarned
 TEST(Controller, ASlowdownThatMovesAWorkerMoreThanFourfoldIsAnsweredInTwoPlans) {
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    ControllerConfig config = Config(384);
-    config.seed = seed;
-    Controller controller = MakeController(config);
+    Controller controller = SeededController(384, seed);
     testing::ClusterModel cluster({{"fast", "NVIDIA-A100-SXM4-80GB", 0.0005, 0.0004, 1},
                                    {"half1", "Tesla-V100-SXM2-16GB", 0.0005, 0.0008, 1},
                                    {"half2", "Tesla-V100-SXM2-16GB", 0.0005, 0.0008, 1}},
