@@ -517,8 +517,7 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
       // carries their slope past them instead (exact for a + k·b, still under a knee), so the
       // plan after the first measured landing goes the rest of the way at once.
       const int current_micro = (current + steps - 1) / steps;
-      const int target_micro_batch = (target + steps - 1) / steps;
-      if (target_micro_batch > kFarGrowth * current_micro) {
+      if (target_micro > kFarGrowth * current_micro) {
         // Except for a worker that would grow more than kFarGrowth-fold: from a batch that
         // small its time is nearly all fixed cost, and that line would never let it grow (the
         // e2e Python job's V100, and once its A100, put at batch 1 on warm-up timings, stayed
@@ -748,11 +747,10 @@ Result<StepDecision> Controller::Decide(int64_t step) {
       // Once: a plan that finishes a move starts no other continuation, for any worker (a
       // chain of them, each on the low bar, once took the e2e Python job's slowed A100
       // 57 -> 24 -> 1, then back up to its minimum useful batch).
-      for (std::size_t i = 0; i < workers_.size() && i < unmeasured_moves.size(); ++i) {
-        if (!unmeasured_moves[i] || finishing_move) continue;
+      for (std::size_t i = 0; !finishing_move && i < unmeasured_moves.size(); ++i) {
+        if (!unmeasured_moves[i]) continue;
         workers_[i].continuation = plan_->workers[i].micro_batch;
-        workers_[i].continued_from = (previous.workers[i].batch + previous.accumulation_steps - 1) /
-                                     previous.accumulation_steps;
+        workers_[i].continued_from = previous.workers[i].micro_batch;
       }
       decision.plan_changed = true;
     }
