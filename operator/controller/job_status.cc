@@ -224,11 +224,14 @@ nlohmann::json BuildJobStatus(const JobState& state,
   // knows nothing until the trainers report again.
   const int64_t previous_step =
       previous.is_object() ? previous.value("step", int64_t{0}) : int64_t{0};
+  int64_t steps_done = std::max<int64_t>(previous_step, training.step + 1);
+  // A trainer exits 0 only after the last step, and the last reports race the pods' end.
+  if (state.succeeded && state.step_target) steps_done = std::max(steps_done, *state.step_target);
   nlohmann::json status = {{"phase", phase},
                            {"observedGeneration", state.observed_generation},
                            {"membershipGeneration", membership_generation},
                            {"readyWorkers", ready},
-                           {"step", std::max<int64_t>(previous_step, training.step + 1)},
+                           {"step", steps_done},
                            {"workers", workers},
                            {"throughput", throughput},
                            {"conditions", nlohmann::json::array()}};

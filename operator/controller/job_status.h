@@ -59,6 +59,9 @@ struct JobState {
   // problem names the field and the fix. Empty: they are shared (or not set).
   std::vector<std::string> storage_problems{};
   int min_workers = 1;
+  // spec.training.steps, when the job has one: a job that Succeeded trained exactly this many,
+  // even if its trainers' last reports were lost as their streams closed with the pods.
+  std::optional<int64_t> step_target{};
   std::string start_time{};       // RFC 3339: when the first pods were created
   std::string completion_time{};  // RFC 3339: when the job Succeeded or Failed
   std::string output_path{};      // spec.output.path: named in status once Succeeded

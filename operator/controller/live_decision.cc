@@ -125,6 +125,7 @@ LiveDecision DecideLive(const JobSpec& spec, const LiveWorld& world,
   JobState state;
   state.observed_generation = spec.generation;
   state.min_workers = spec.min_replicas;
+  state.step_target = spec.steps;
   state.output_path = spec.output_path;
   state.suspended = spec.suspend;
   state.failures = workers.failures;

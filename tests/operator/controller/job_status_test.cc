@@ -203,6 +203,17 @@ TEST(JobStatus, StepNeverGoesBackAndTheLastRebalanceSurvivesAFreshCoordinator) {
   EXPECT_EQ(after["lastRebalance"], before["lastRebalance"]);
 }
 
+TEST(JobStatus, ASucceededJobCountsEveryTargetStepEvenIfTheLastReportsWereLost) {
+  // The trainers reported step 41 (42 done) and exited 0 at a target of 43 before their last
+  // report reached the coordinator.
+  JobState state{.created = true, .min_workers = 2, .step_target = 43};
+  EXPECT_EQ(BuildJobStatus(state, Training(), {}, "t")["step"], 42);  // running: what was heard
+  state.succeeded = true;
+  EXPECT_EQ(BuildJobStatus(state, Training(), {}, "t")["step"], 43);
+  state.step_target.reset();  // an epochs job without a step count: what was heard
+  EXPECT_EQ(BuildJobStatus(state, Training(), {}, "t")["step"], 42);
+}
+
 TEST(JobStatus, FailuresAndTimesRoundTripThroughTheStoredStatus) {
   JobState state;
   state.start_time = "2026-01-01T00:00:00Z";
