@@ -40,6 +40,11 @@ void PerSizeTimes::Observe(int batch, double seconds, int regime) {
   }
 }
 
+void PerSizeTimes::Forget(int batch, int regime) {
+  const auto it = by_batch_.find(batch);
+  if (it != by_batch_.end() && it->second.regime == regime) by_batch_.erase(it);
+}
+
 std::optional<SizeRecord> PerSizeTimes::Find(int batch) const {
   const auto it = by_batch_.find(batch);
   if (it == by_batch_.end()) return std::nullopt;

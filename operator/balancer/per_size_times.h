@@ -51,6 +51,9 @@ class PerSizeTimes {
   // (>= every regime seen before). A size last measured in an older regime starts over: the
   // new measurement replaces the rescaled old ones.
   void Observe(int batch, double seconds, int regime);
+  // Drops `batch` if it was last measured in `regime`: what it took there no longer says what it
+  // takes (a burst of contention that was taken for a change of speed).
+  void Forget(int batch, int regime);
   // The speed factor of `regime` (> 0; 1 until set); a new regime starts with the last one's.
   void SetSpeed(int regime, double speed);
 

@@ -118,8 +118,17 @@ std::optional<ComputeTimeModel::History> ComputeTimeModel::HistoryAt(int size) c
 void ComputeTimeModel::ConfirmSpeedChange() {
   // What was measured before the change, speed-free: every later report at one of these sizes
   // says what the new speed is (its time ÷ the old speed-free time there).
-  reference_.clear();
-  for (const SizeRecord& record : sizes_.Settled()) reference_[record.batch] = record.typical;
+  reference_sizes_.clear();
+  for (const SizeRecord& record : sizes_.Settled()) reference_sizes_.insert(record.batch);
+  // ...and what the curve said there: the line fitted to all of them, bent only at the sizes
+  // that contradicted it. One size's typical time is a median of a few reports; in fulcrum-sim
+  // one 18% low made a worker's refined speed 1.21 where it was back at 1.0, and the split
+  // stayed 18% slow.
+  reference_line_ = line_;
+  reference_points_.clear();
+  for (const CostPoint& point : MonotoneCostPoints(MeasuredCosts(estimate()))) {
+    reference_points_.push_back({point.batch, point.seconds / speed_});
+  }
   speed_estimates_.clear();
   speed_estimate_sizes_.clear();
   for (const Suspect& suspect : suspects_) {
@@ -129,6 +138,9 @@ void ComputeTimeModel::ConfirmSpeedChange() {
   // The sizes that contradicted their history say by how much the speed changed; everything
   // measured before is rescaled by that (kept in speed-free units), nothing is deleted.
   speed_ = SpeedFromEstimates();
+  confirmed_speed_ = speed_;
+  confirming_sizes_.clear();
+  for (const Suspect& suspect : suspects_) confirming_sizes_.push_back(suspect.size);
   ++regime_;
   sizes_.SetSpeed(regime_, speed_);
   for (const Suspect& suspect : suspects_) {
@@ -145,26 +157,35 @@ void ComputeTimeModel::RefineSpeed(int size, double seconds) {
   // Three reports confirm a change but size it only roughly (contention, noise); the speed
   // factor keeps following the median of every comparison with what was measured before, up
   // to kMaxSpeedEstimates of them, and the new regime's times are rescaled with it. A report
-  // compares with the nearest size measured before within ±10% (carried to its size by the
-  // line's shape): interpolation, never extrapolation.
-  if (reference_.empty() || speed_estimates_.size() >= kMaxSpeedEstimates) return;
-  const int reach = std::max(1, static_cast<int>(std::lround(0.1 * size)));
-  const auto above = reference_.lower_bound(size);
-  auto nearest = reference_.end();
-  if (above != reference_.end() && above->first - size <= reach) nearest = above;
-  if (above != reference_.begin()) {
-    const auto below = std::prev(above);
-    if (size - below->first <= reach &&
-        (nearest == reference_.end() || size - below->first < nearest->first - size)) {
-      nearest = below;
-    }
-  }
-  if (nearest == reference_.end()) return;
-  const double expected = nearest->second * line_.Seconds(size) / line_.Seconds(nearest->first);
+  // compares with the curve measured before the change, at sizes within
+  // speed_refinement_reach of one measured then: the landing of the plan that answered the
+  // change measures the speed too, and a burst of contention confirmed as a change and
+  // answered has ended by then; the landing is what says so (FitterConfig).
+  if (reference_sizes_.empty() || speed_estimates_.size() >= kMaxSpeedEstimates) return;
+  const int reach =
+      std::max(1, static_cast<int>(std::lround(config_.speed_refinement_reach * size)));
+  const auto above = reference_sizes_.lower_bound(size - reach);
+  if (above == reference_sizes_.end() || *above > size + reach) return;
+  const double expected = CurveSeconds(reference_line_.fixed_seconds,
+                                       reference_line_.seconds_per_sample, reference_points_, size);
   speed_estimates_.push_back(seconds / expected);
   speed_estimate_sizes_.push_back(size);
   speed_ = SpeedFromEstimates();
   sizes_.SetSpeed(regime_, speed_);
+  // Several reports at another size contradict the speed the confirming reports implied: those
+  // were a burst (of contention, a noisy neighbour) that has ended, and what they measured at
+  // their sizes is not what those sizes take. Kept, they made the size the worker ran before
+  // the burst look twice as dear as it is, and the plan would never give it back.
+  const auto here = std::count(speed_estimate_sizes_.begin(), speed_estimate_sizes_.end(), size);
+  const double threshold = std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual);
+  if (here >= static_cast<std::ptrdiff_t>(kSpeedEstimatesAtOneSize) &&
+      std::abs(confirmed_speed_ / speed_ - 1.0) > threshold) {
+    for (const int confirming : confirming_sizes_) {
+      if (confirming != size) sizes_.Forget(confirming, regime_);
+    }
+    confirming_sizes_.clear();
+    confirmed_speed_ = speed_;
+  }
 }
 
 double ComputeTimeModel::SpeedFromEstimates() const {

@@ -10,12 +10,13 @@
 //    one-off pauses are not;
 //  - a confirmed change moves s, which rescales every old measurement instead of deleting it;
 //    a size measured only in an older regime is replaced by its first new measurement, and
-//    every report at (or within ±10% of) a size measured before the change refines s (the
-//    median of what they imply), since three reports size a change only roughly.
+//    every report at (or within ±50% of) a size measured before the change refines s (the
+//    median of what they imply), since three reports size a change only roughly, and a
+//    "change" that was a burst of contention ends: where the worker landed then says so.
 #pragma once
 
-#include <map>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,13 @@ struct FitterConfig {
   double outlier_sigmas = 4.0;
   double min_outlier_residual = 0.15;  // ...and never when closer than 15%
   int regime_change_run = 3;           // consecutive same-side contradictions that mean a change
+  // After a confirmed change, a report refines the speed factor against a size measured before
+  // the change within this relative distance, carried over by the line's shape. Wide enough
+  // for the answer's landing (a worker shed 63 -> 47 after a 5-step burst of contention at 2x
+  // had no size within 10% to compare with, kept the burst's speed, and the job ran 14%
+  // slower to the end: fulcrum-sim, docs/benchmarks.md); the median over several reports and
+  // the line's shape over half the batch keep the estimate within noise of a straight scale.
+  double speed_refinement_reach = 0.5;
   // a and k count as separated once the data alone pins k down to this relative standard
   // error, after at least this many effective observations.
   double identifiable_slope_error = 0.10;
@@ -159,11 +167,15 @@ class ComputeTimeModel {
     double history_speed_free_seconds = 0.0;
   };
   std::vector<Suspect> suspects_;  // all on one side
-  // Since the last confirmed change: the speed-free times measured before it (by size) and
-  // the speed factors that reports at those sizes imply; speed_ is their median.
+  // Since the last confirmed change: the sizes measured before it, the speed-free curve then,
+  // and the speed factors that reports near those sizes imply; speed_ is their median.
   static constexpr std::size_t kMaxSpeedEstimates = 15;
   static constexpr std::size_t kSpeedEstimatesAtOneSize = 3;
-  std::map<int, double> reference_;
+  std::set<int> reference_sizes_;
+  LinearCost reference_line_;                // the line then, speed-free
+  std::vector<CostPoint> reference_points_;  // the sizes that bent the curve then, speed-free
+  double confirmed_speed_ = 1.0;             // what the confirming reports implied
+  std::vector<int> confirming_sizes_;        // where they were measured
   std::vector<double> speed_estimates_;
   std::vector<int> speed_estimate_sizes_;  // the size each estimate was measured at
   int suspect_side_ = 0;

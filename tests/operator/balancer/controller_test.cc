@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -592,6 +593,42 @@ TEST(Controller, UnderTenPercentTimingNoiseASixfoldSlowdownGetsAtMostTwoPlansAnd
     EXPECT_GE(cluster.TrueEfficiency(), 0.8) << Joined(reasons);
   }
   EXPECT_LE(third_plans, 2);
+}
+
+// A burst of contention long enough to be confirmed as a speed change and answered (the
+// fastest worker 2x slower for 5 steps, under 10% noise) is undone once it ends: the landing of
+// the answer measures the worker's speed again, and the split goes back. Before, the speed the
+// burst implied stayed (no size measured before the burst within 10% of the landing to compare
+// with), the gain of going back fell under the noise band, and the split stayed about 15% slow
+// to the end, as a local run of the demo's job did before its slowdown.
+TEST(Controller, ABurstOfContentionAnsweredAsASlowdownIsUndoneOnceItEnds) {
+  std::vector<double> ends;
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Controller controller = SeededController(96, seed);
+    testing::ClusterModel cluster({{"a100", "A100-SXM4-40GB", 0.01, 0.0012},
+                                   {"v100", "V100-SXM2-16GB", 0.02, 0.0024},
+                                   {"t4", "Tesla-T4", 0.04, 0.0048}},
+                                  {.relative = 0.10, .contention_seconds = 0.005}, 3, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    for (int64_t step = 0; step < 100; ++step) cluster.Step(controller, step);
+    cluster.worker(0).slowdown = 2.0;
+    std::vector<std::string> reasons;
+    for (int64_t step = 100; step < 105; ++step) {
+      if (cluster.Step(controller, step)) reasons.push_back(controller.plan().reason);
+    }
+    cluster.worker(0).slowdown = 1.0;
+    for (int64_t step = 105; step < 160; ++step) {
+      if (cluster.Step(controller, step)) reasons.push_back(controller.plan().reason);
+    }
+    // Never far from the optimum; in the median within the noise band of it (10% timing noise:
+    // see the sixfold test above). Over these seeds 0.85 at worst, 0.96 in the median; without
+    // the landing measuring the speed, 0.71 at worst and 0.75 in the median.
+    EXPECT_GE(cluster.TrueEfficiency(), 0.8) << Joined(reasons);
+    ends.push_back(cluster.TrueEfficiency());
+  }
+  std::nth_element(ends.begin(), ends.begin() + ends.size() / 2, ends.end());
+  EXPECT_GE(ends[ends.size() / 2], 0.93);
 }
 
 // A worker put at batch 1 on warm-up timings (20x slow for its first steps, as the e2e Python

@@ -143,6 +143,26 @@ TEST(ComputeTimeModel, RefinesTheSpeedFactorWithReportsAfterTheChange) {
   EXPECT_NEAR(model.Seconds(110), 2.0 * truth.Seconds(110), 0.01 * truth.Seconds(110));
 }
 
+TEST(ComputeTimeModel, ALandingWithinHalfAMeasuredSizeMeasuresTheSpeedAgain) {
+  // Three reports at 2x confirm a change (a burst of contention); the plan that answers it
+  // moves the worker 110 -> 70, 36% away from any size measured before, and the burst is over:
+  // the reports there say the worker is back at its speed. A landing further than half the
+  // batch from any size measured before is left to say what g is there.
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model = MeasuredAt90And110(truth);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(model.Observe(110, 2.0 * truth.Seconds(110)).ok());
+  ASSERT_EQ(model.regime(), 1);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(model.Observe(70, truth.Seconds(70)).ok());
+  EXPECT_NEAR(model.speed_factor(), 1.0, 1e-9);
+  EXPECT_EQ(model.regime(), 1);  // a refined speed, not a new regime
+  EXPECT_NEAR(model.Seconds(110), truth.Seconds(110), 0.01 * truth.Seconds(110));
+
+  ComputeTimeModel far = MeasuredAt90And110(truth);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(far.Observe(110, 2.0 * truth.Seconds(110)).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(far.Observe(20, truth.Seconds(20)).ok());
+  EXPECT_NEAR(far.speed_factor(), 2.0, 1e-9);
+}
+
 TEST(ComputeTimeModel, ATimeOffTheLineAtANewSizeUpdatesThatSizeNotTheSpeed) {
   // A device flat below a knee: batch 10 takes as long as batch 90, far above the line.
   const LinearCost truth{0.02, 0.001};
