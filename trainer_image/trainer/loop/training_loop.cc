@@ -25,6 +25,7 @@
 #include "trainer_image/trainer/data/sample_order.h"
 #include "trainer_image/trainer/device/compute_device.h"
 #include "trainer_image/trainer/device/cpu_allocator.h"
+#include "trainer_image/trainer/device/cpu_threads.h"
 #include "trainer_image/trainer/device/emulated_slowdown.h"
 #include "trainer_image/trainer/loop/model_record.h"
 #include "trainer_image/trainer/loop/model_runner.h"
@@ -231,7 +232,7 @@ ModelOptions Trainer::ModelFor(const Dataset& dataset) const {
 
 Status Trainer::Init() {
   KeepFreedCpuMemory(job());
-  torch::set_num_threads(config_.threads);
+  SetCpuMathThreads(config_.threads, job());
   Result<std::unique_ptr<ComputeDevice>> compute = OpenComputeDevice(
       config_.device, config_.device_index, DeviceWhere(config_.node, config_.image));
   if (!compute.ok()) return compute.error();
