@@ -20,7 +20,11 @@ eta is also computed against that curve (eta_measured_curve: X_UB of the measure
 emulated slowdowns, plus the run's own split-independent tail), and the batches each run gave
 out are checked against the curve's pathological ones (slower than a bigger batch). Goals (issues 5 and 13), judged on the medians: optimal >= 1.6x DDP and >= 1.6x equal,
 eta >= 0.95 at 32x32 inputs and >= 0.9 below (against the coordinator's fit and against the
-measured curve), no pathological batch, overhead < 1%, reaction <= 20 steps.
+measured curve), no pathological batch, overhead < 1%, reaction <= 20 steps; and issue 25's:
+the coordinator's own eta (eta_coordinator: T(best) / T(current) under its model, at most 1 by
+construction, with the model's calibration T(current) / T(measured) beside it) >= the same
+target, at most 2 plans after the mid-run slowdown and the slowed trainer's batch never rising
+again (reaction: plans_after_change, changed_batch_rises and the plans' reasons).
 
 With --overlap-comparison it instead runs the optimal policy with the gradient all-reduce
 overlapped with backward (--overlap true) and after it (--overlap false), interleaved per
@@ -249,6 +253,8 @@ def main():
             "samples_per_second": round(statistics.median(s["samples_per_second"] for s in summaries), 1),
             "eta": median(s.get("efficiency", 0.0) for s in summaries),
             "eta_wall_clock": median(eta_wall(s) for s in summaries),
+            "eta_coordinator": median(s.get("coordinator_efficiency") or 0.0 for s in summaries),
+            "model_calibration": median(s.get("model_calibration") or 0.0 for s in summaries),
             "eta_measured_curve": median(s["measured_curve"].get("eta_measured_curve", 0.0) for s in summaries),
             "coordinator_overhead_fraction": round(max(s["coordinator_overhead_fraction"] for s in summaries), 5),
             "rounds": [{
@@ -257,6 +263,7 @@ def main():
                 "ideal_samples_per_second": round(s["ideal_samples_per_second"], 1),
                 "eta": round(s.get("efficiency", 0.0), 3),
                 "eta_wall_clock": round(eta_wall(s), 3),
+                "eta_coordinator": round(s.get("coordinator_efficiency") or 0.0, 3),
                 **s["measured_curve"],
                 "coordinator_overhead_fraction": round(s["coordinator_overhead_fraction"], 5),
                 "plan_changes": s["plan_changes"],
@@ -309,6 +316,10 @@ def main():
     eta_target = eta_goal(args.image_size)
     goals[f"eta_optimal_at_least_{eta_target}"] = goal(eta_target, policies["optimal"]["eta"],
                                                        policies["optimal"]["eta"] >= eta_target)
+    # η as issue 25 defines it: the coordinator's T(best) / T(current), at most 1 by construction.
+    goals[f"eta_coordinator_optimal_at_least_{eta_target}"] = goal(
+        eta_target, policies["optimal"]["eta_coordinator"],
+        policies["optimal"]["eta_coordinator"] >= eta_target)
     goals[f"eta_optimal_measured_curve_at_least_{eta_target}"] = goal(
         eta_target, policies["optimal"]["eta_measured_curve"],
         policies["optimal"]["eta_measured_curve"] >= eta_target)
@@ -321,8 +332,15 @@ def main():
         reaction = run(args.build_dir, "optimal", args.steps + 60, args.global_batch, args.image_size,
                        f"{change_step}:0:2", hidden=args.hidden)
         report["reaction"] = {"event": "trainer-0 emulated slowdown 1 -> 2", **reaction.get("change", {})}
+        report["reaction"]["workdir"] = reaction["workdir"]
         steps_taken = report["reaction"].get("plan_reaction_steps")
         goals["reaction_within_20_steps"] = goal(20, steps_taken, steps_taken is not None and steps_taken <= 20)
+        # Issue 25: one clean answer to the change (at most 2 plans), the slowed batch never
+        # rising again.
+        plans = report["reaction"].get("plans_after_change")
+        goals["at_most_2_plans_after_the_slowdown"] = goal(2, plans, plans is not None and plans <= 2)
+        rises = report["reaction"].get("changed_batch_rises")
+        goals["slowed_batch_never_rises"] = goal(0, rises, rises == 0)
     report["goals"] = goals
     report["machine_load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))

@@ -555,6 +555,15 @@ Controller SeededController(int global_batch, uint64_t seed) {
   return MakeController(config);
 }
 
+// The demo's cluster (scripts/demo: an A100, a V100 2x and a T4 4x slower) under its timing
+// noise, with the coordinator's apply lead.
+testing::ClusterModel DemoClusterUnderItsNoise(uint64_t seed) {
+  return testing::ClusterModel({{"a100", "A100-SXM4-40GB", 0.01, 0.0012},
+                                {"v100", "V100-SXM2-16GB", 0.02, 0.0024},
+                                {"t4", "Tesla-T4", 0.04, 0.0048}},
+                               {.relative = 0.10, .contention_seconds = 0.005}, 3, seed);
+}
+
 // The demo's event under its timing noise: three CPU trainers sharing two cores scatter by 10%
 // and more, and there a 6x slowdown drew a third and a fourth plan, one moving the slowed node
 // back up (18 -> 21). Every plan for the rest of the slowdown counts, not only the first 30
@@ -566,10 +575,7 @@ TEST(Controller, UnderTenPercentTimingNoiseASixfoldSlowdownGetsAtMostTwoPlansAnd
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Controller controller = SeededController(96, seed);
-    testing::ClusterModel cluster({{"a100", "A100-SXM4-40GB", 0.01, 0.0012},
-                                   {"v100", "V100-SXM2-16GB", 0.02, 0.0024},
-                                   {"t4", "Tesla-T4", 0.04, 0.0048}},
-                                  {.relative = 0.10, .contention_seconds = 0.005}, 3, seed);
+    testing::ClusterModel cluster = DemoClusterUnderItsNoise(seed);
     ASSERT_TRUE(cluster.Join(controller).ok());
     for (int64_t step = 0; step < 160; ++step) cluster.Step(controller, step);
     cluster.worker(0).slowdown = 6.0;
@@ -606,10 +612,7 @@ TEST(Controller, ABurstOfContentionAnsweredAsASlowdownIsUndoneOnceItEnds) {
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Controller controller = SeededController(96, seed);
-    testing::ClusterModel cluster({{"a100", "A100-SXM4-40GB", 0.01, 0.0012},
-                                   {"v100", "V100-SXM2-16GB", 0.02, 0.0024},
-                                   {"t4", "Tesla-T4", 0.04, 0.0048}},
-                                  {.relative = 0.10, .contention_seconds = 0.005}, 3, seed);
+    testing::ClusterModel cluster = DemoClusterUnderItsNoise(seed);
     ASSERT_TRUE(cluster.Join(controller).ok());
     for (int64_t step = 0; step < 100; ++step) cluster.Step(controller, step);
     cluster.worker(0).slowdown = 2.0;
