@@ -14,8 +14,10 @@ generated inside the step as the trainer does), with the same optimizer (SGD, lr
 momentum 0.9) and the same emulated slowdown: after a rank's forward and backward it sleeps
 (factor - 1) x the CPU time that compute used, capped by its wall time
 (EmulatedSlowdown::SleepSeconds). The sleep happens in a DDP communication hook, where DDP
-starts the gradient all-reduce: after starting it, as fulcrum-trainer's overlapped bucket is
-started before its sleep (--slowdown-before-allreduce: before starting it).
+starts the gradient all-reduce: before starting it, as fulcrum-trainer and the Python package
+sleep before their last bucket goes out (a slow GPU finishes backward late; issue 25).
+--slowdown-after-allreduce-start sleeps after starting it instead, so the all-reduce runs during
+the sleep: the order fulcrum-trainer had before 6f762ea, which hid a slowed rank's all-reduce.
 
 Fairness, stated: every worker runs with torch.set_num_threads(--threads) (1, as
 fulcrum-trainer's default --threads 1), glibc's malloc is given the settings the trainer
@@ -177,11 +179,10 @@ def worker(args):
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
 
     # The emulated slowdown, where DDP starts the all-reduce (backward has produced the bucket's
-    # gradients; with one bucket, the end of compute). By default in fulcrum-trainer's order: its
-    # gradient bucket is started by an autograd hook during backward and the emulated sleep comes
-    # after backward, so the all-reduce is under way while a slowed rank sleeps. The same here:
-    # start the all-reduce, then sleep. --slowdown-before-allreduce sleeps first instead (a slow
-    # device whose gradients are late), which costs DDP one all-reduce more per step.
+    # gradients; with one bucket, the end of compute). By default in fulcrum-trainer's order: a
+    # slow device's gradients are late, so the rank sleeps, then starts the all-reduce (the
+    # trainer's last bucket, one bucket for this model, goes out after its sleep).
+    # --slowdown-after-allreduce-start starts it first, so it runs while the rank sleeps.
     clock = {"wall": 0.0, "cpu": 0.0, "slept": False, "compute": 0.0}
 
     def slowed_allreduce(state, bucket):
@@ -191,7 +192,7 @@ def worker(args):
         wall = time.perf_counter() - clock["wall"]
         cpu = time.process_time() - clock["cpu"]
         sleep = (slowdown - 1.0) * max(0.0, min(wall, cpu)) if slowdown > 1.0 else 0.0
-        future = None if args.slowdown_before_allreduce else default_hooks.allreduce_hook(state, bucket)
+        future = default_hooks.allreduce_hook(state, bucket) if args.slowdown_after_allreduce_start else None
         if sleep > 0:
             time.sleep(sleep)
         clock["compute"] = wall + sleep
@@ -282,8 +283,8 @@ def launch(args):
         "slowdowns": args.slowdown_list,
         "threads_per_process": args.threads,
         "broadcast_buffers": args.broadcast_buffers,
-        "emulated_sleep": "before the all-reduce starts" if args.slowdown_before_allreduce
-                          else "after the all-reduce starts (fulcrum-trainer's order)",
+        "emulated_sleep": "after the all-reduce starts" if args.slowdown_after_allreduce_start
+                          else "before the all-reduce starts (fulcrum-trainer's order)",
         "samples_per_second": steady_throughput(samples, per_step),
         "wall_samples_per_second": wall,
         "median_compute_seconds": [sorted(rank["compute_seconds"][first:])[(steps - first) // 2] for rank in ranks],
@@ -309,8 +310,8 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
     parser.add_argument("--broadcast-buffers", action="store_true",
                         help="DDP's default: broadcast BatchNorm buffers from rank 0 every step")
-    parser.add_argument("--slowdown-before-allreduce", action="store_true",
-                        help="sleep before starting the all-reduce (default: after, as fulcrum-trainer)")
+    parser.add_argument("--slowdown-after-allreduce-start", action="store_true",
+                        help="sleep after starting the all-reduce (default: before, as fulcrum-trainer)")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
@@ -330,8 +331,8 @@ def parse_args(argv=None):
                         "--lr", str(args.lr), "--momentum", str(args.momentum), "--threads", str(args.threads)]
     if args.broadcast_buffers:
         args.passthrough.append("--broadcast-buffers")
-    if args.slowdown_before_allreduce:
-        args.passthrough.append("--slowdown-before-allreduce")
+    if args.slowdown_after_allreduce_start:
+        args.passthrough.append("--slowdown-after-allreduce-start")
     return args
 
 
