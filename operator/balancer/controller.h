@@ -151,12 +151,10 @@ class Controller {
     // When a plan last moved this worker's batch, and its speed factor then (dwell).
     std::optional<int64_t> moved_at_step;
     double speed_when_moved = 1.0;
-    double speed_when_planned = 1.0;    // its speed factor when the current plan was adopted
-    double speed_when_evaluated = 1.0;  // ...and when a speed re-plan was last evaluated
-    // Its model confirmed a real speed change (regime change), or refined its speed factor
-    // beyond noise from speed_when_evaluated, and no evaluation has seen it: evaluate as soon
-    // as the change is sized (SpeedChangeReady), not at the next interval (the min_gain test
-    // still applies).
+    double speed_when_planned = 1.0;  // its speed factor when the current plan was adopted
+    // Its model confirmed a real speed change (regime change), or the end of one (a burst
+    // that is over), and no evaluation has seen it: evaluate as soon as the change is sized
+    // (SpeedChangeReady), not at the next interval (the min_gain test still applies).
     bool speed_change_unplanned = false;
     // Its last move went into sizes it never ran, planned at its current time per sample
     // (short of the optimum on purpose): the micro-batch it landed at, and the one it left.

@@ -74,7 +74,7 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
     suspects_.clear();
     suspect_side_ = 0;
   }
-  RefineSpeed(size, seconds);
+  const bool change_ended = RefineSpeed(size, seconds);
   sizes_.Observe(size, seconds, regime_);
   ++observations_;
   const double line_residual = std::abs(speed_free / line_.Seconds(batch) - 1.0);
@@ -83,14 +83,14 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
   // far from the others would otherwise tilt the line for every size.
   if (identified_ &&
       line_residual > std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual)) {
-    return ObservationOutcome::kAccepted;
+    return change_ended ? ObservationOutcome::kChangeEnded : ObservationOutcome::kAccepted;
   }
   // Huber weighting against the line: full weight inside two noise units, then fading as
   // 1/residual.
   const double huber = line_residual <= 2.0 * noise_ ? 1.0 : 2.0 * noise_ / line_residual;
   AddPoint(batch, speed_free, huber);
   Refit();
-  return ObservationOutcome::kAccepted;
+  return change_ended ? ObservationOutcome::kChangeEnded : ObservationOutcome::kAccepted;
 }
 
 void ComputeTimeModel::AddPoint(double batch, double speed_free_seconds, double weight) {
@@ -116,8 +116,8 @@ std::optional<ComputeTimeModel::History> ComputeTimeModel::HistoryAt(int size) c
 }
 
 void ComputeTimeModel::ConfirmSpeedChange() {
-  // What was measured before the change, speed-free: every later report at one of these sizes
-  // says what the new speed is (its time ÷ the old speed-free time there).
+  // What was measured before the change: every later report near one of these sizes says what
+  // the new speed is (its time ÷ the speed-free curve then, at its size).
   reference_sizes_.clear();
   for (const SizeRecord& record : sizes_.Settled()) reference_sizes_.insert(record.batch);
   // ...and what the curve said there: the line fitted to all of them, bent only at the sizes
@@ -137,6 +137,7 @@ void ComputeTimeModel::ConfirmSpeedChange() {
   }
   // The sizes that contradicted their history say by how much the speed changed; everything
   // measured before is rescaled by that (kept in speed-free units), nothing is deleted.
+  speed_before_change_ = speed_;
   speed_ = SpeedFromEstimates();
   confirmed_speed_ = speed_;
   confirming_sizes_.clear();
@@ -153,7 +154,7 @@ void ComputeTimeModel::ConfirmSpeedChange() {
   Refit();
 }
 
-void ComputeTimeModel::RefineSpeed(int size, double seconds) {
+bool ComputeTimeModel::RefineSpeed(int size, double seconds) {
   // Three reports confirm a change but size it only roughly (contention, noise); the speed
   // factor keeps following the median of every comparison with what was measured before, up
   // to kMaxSpeedEstimates of them, and the new regime's times are rescaled with it. A report
@@ -161,31 +162,37 @@ void ComputeTimeModel::RefineSpeed(int size, double seconds) {
   // speed_refinement_reach of one measured then: the landing of the plan that answered the
   // change measures the speed too, and a burst of contention confirmed as a change and
   // answered has ended by then; the landing is what says so (FitterConfig).
-  if (reference_sizes_.empty() || speed_estimates_.size() >= kMaxSpeedEstimates) return;
+  if (reference_sizes_.empty() || speed_estimates_.size() >= kMaxSpeedEstimates) return false;
   const int reach =
       std::max(1, static_cast<int>(std::lround(config_.speed_refinement_reach * size)));
   const auto above = reference_sizes_.lower_bound(size - reach);
-  if (above == reference_sizes_.end() || *above > size + reach) return;
+  if (above == reference_sizes_.end() || *above > size + reach) return false;
   const double expected = CurveSeconds(reference_line_.fixed_seconds,
                                        reference_line_.seconds_per_sample, reference_points_, size);
   speed_estimates_.push_back(seconds / expected);
   speed_estimate_sizes_.push_back(size);
   speed_ = SpeedFromEstimates();
   sizes_.SetSpeed(regime_, speed_);
-  // Several reports at another size contradict the speed the confirming reports implied: those
-  // were a burst (of contention, a noisy neighbour) that has ended, and what they measured at
-  // their sizes is not what those sizes take. Kept, they made the size the worker ran before
-  // the burst look twice as dear as it is, and the plan would never give it back.
+  // Several reports at another size put the speed back within noise of what it was before the
+  // change: the confirming reports were a burst (of contention, a noisy neighbour) that has
+  // ended, and what they measured at their sizes is not what those sizes take. Kept, they made
+  // the size the worker ran before the burst look twice as dear as it is, and the plan would
+  // never give it back. Only then: a slowdown that is not one factor at every size (contention
+  // an emulated slowdown does not scale, knees) also moves the refined speed as the worker
+  // moves, and answering those moves, or forgetting the slow times, made the e2e Python job's
+  // slowed A100 go 37 -> 38 and 24 -> 37.
   const auto here = std::count(speed_estimate_sizes_.begin(), speed_estimate_sizes_.end(), size);
   const double threshold = std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual);
-  if (here >= static_cast<std::ptrdiff_t>(kSpeedEstimatesAtOneSize) &&
-      std::abs(confirmed_speed_ / speed_ - 1.0) > threshold) {
-    for (const int confirming : confirming_sizes_) {
-      if (confirming != size) sizes_.Forget(confirming, regime_);
-    }
-    confirming_sizes_.clear();
-    confirmed_speed_ = speed_;
+  if (confirming_sizes_.empty() || here < static_cast<std::ptrdiff_t>(kSpeedEstimatesAtOneSize) ||
+      std::abs(speed_ / speed_before_change_ - 1.0) > threshold ||
+      std::abs(confirmed_speed_ / speed_ - 1.0) <= threshold) {
+    return false;
   }
+  for (const int confirming : confirming_sizes_) {
+    if (confirming != size) sizes_.Forget(confirming, regime_);
+  }
+  confirming_sizes_.clear();
+  return true;
 }
 
 double ComputeTimeModel::SpeedFromEstimates() const {

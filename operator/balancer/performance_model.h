@@ -45,12 +45,12 @@ struct FitterConfig {
   double outlier_sigmas = 4.0;
   double min_outlier_residual = 0.15;  // ...and never when closer than 15%
   int regime_change_run = 3;           // consecutive same-side contradictions that mean a change
-  // After a confirmed change, a report refines the speed factor against a size measured before
-  // the change within this relative distance, carried over by the line's shape. Wide enough
+  // After a confirmed change, a report refines the speed factor against the curve measured
+  // before the change, at sizes within this relative distance of one measured then. Wide enough
   // for the answer's landing (a worker shed 63 -> 47 after a 5-step burst of contention at 2x
   // had no size within 10% to compare with, kept the burst's speed, and the job ran 14%
   // slower to the end: fulcrum-sim, docs/benchmarks.md); the median over several reports and
-  // the line's shape over half the batch keep the estimate within noise of a straight scale.
+  // a curve fitted to every size keep the estimate within noise of a straight scale.
   double speed_refinement_reach = 0.5;
   // a and k count as separated once the data alone pins k down to this relative standard
   // error, after at least this many effective observations.
@@ -72,6 +72,9 @@ enum class ObservationOutcome {
   kAccepted,      // kept: a new measurement of its size, and a point of the line
   kOutlier,       // set aside: contradicts its size's history, not (yet) confirmed as a change
   kRegimeChange,  // the worker's speed really changed: s moved, old data rescaled with it
+  // Kept, and the last confirmed change is over: reports at another size put the speed back
+  // within noise of what it was before the change (a burst of contention, a noisy neighbour).
+  kChangeEnded,
 };
 
 class ComputeTimeModel {
@@ -142,7 +145,8 @@ class ComputeTimeModel {
   };
   std::optional<History> HistoryAt(int size) const;
   void ConfirmSpeedChange();
-  void RefineSpeed(int size, double seconds);
+  // Returns whether the report ended the last confirmed change (ObservationOutcome::kChangeEnded).
+  bool RefineSpeed(int size, double seconds);
   // The median of the speed estimates at the size of the latest one when it has
   // kSpeedEstimatesAtOneSize of them, else of all.
   double SpeedFromEstimates() const;
@@ -174,6 +178,7 @@ class ComputeTimeModel {
   std::set<int> reference_sizes_;
   LinearCost reference_line_;                // the line then, speed-free
   std::vector<CostPoint> reference_points_;  // the sizes that bent the curve then, speed-free
+  double speed_before_change_ = 1.0;         // s before the last confirmed change
   double confirmed_speed_ = 1.0;             // what the confirming reports implied
   std::vector<int> confirming_sizes_;        // where they were measured
   std::vector<double> speed_estimates_;
