@@ -51,9 +51,7 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
   if (const std::optional<History> history = HistoryAt(size)) {
     const double residual = speed_free / history->speed_free_seconds - 1.0;
     const double magnitude = std::abs(residual);
-    const double threshold =
-        std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual);
-    if (magnitude > threshold) {
+    if (magnitude > OutlierResidual()) {
       const int side = residual > 0.0 ? 1 : -1;
       if (side != suspect_side_) suspects_.clear();
       suspect_side_ = side;
@@ -81,8 +79,7 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
   // Once the line is pinned down, a time far off it is a size the line cannot describe (a
   // knee, small-batch overheads): kept as that size's measurement only, since one such size
   // far from the others would otherwise tilt the line for every size.
-  if (identified_ &&
-      line_residual > std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual)) {
+  if (identified_ && line_residual > OutlierResidual()) {
     return change_ended ? ObservationOutcome::kChangeEnded : ObservationOutcome::kAccepted;
   }
   // Huber weighting against the line: full weight inside two noise units, then fading as
@@ -91,6 +88,10 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
   AddPoint(batch, speed_free, huber);
   Refit();
   return change_ended ? ObservationOutcome::kChangeEnded : ObservationOutcome::kAccepted;
+}
+
+double ComputeTimeModel::OutlierResidual() const {
+  return std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual);
 }
 
 void ComputeTimeModel::AddPoint(double batch, double speed_free_seconds, double weight) {
@@ -184,10 +185,9 @@ bool ComputeTimeModel::RefineSpeed(int size, double seconds) {
   // worker moves, and answering those moves, or forgetting the slow times, made the e2e Python
   // job's slowed A100 go 37 -> 38 and 24 -> 37.
   const auto here = std::count(speed_estimate_sizes_.begin(), speed_estimate_sizes_.end(), size);
-  const double threshold = std::max(config_.outlier_sigmas * noise_, config_.min_outlier_residual);
   if (confirming_sizes_.empty() || here < static_cast<std::ptrdiff_t>(kSpeedEstimatesAtOneSize) ||
       std::abs(speed_ / speed_before_change_ - 1.0) > config_.min_outlier_residual ||
-      std::abs(confirmed_speed_ / speed_ - 1.0) <= threshold) {
+      std::abs(confirmed_speed_ / speed_ - 1.0) <= OutlierResidual()) {
     return false;
   }
   for (const int confirming : confirming_sizes_) {

@@ -135,6 +135,9 @@ class ComputeTimeModel {
   const WeightedLineFit& data() const { return data_; }
 
  private:
+  // The least relative residual that contradicts a time (FitterConfig::outlier_sigmas noise
+  // units, never under min_outlier_residual): for a size's history, the line, and a change.
+  double OutlierResidual() const;
   void AddPoint(double batch, double speed_free_seconds, double weight);
   // What this regime's history says `size` takes (speed-free): its own typical time when it
   // was measured often enough in this regime (exact), else the nearest such size's within ±10%
