@@ -50,17 +50,9 @@ class CrdValidation : public ::testing::Test {
   static void SetUpTestSuite() {
     const CommandResult applied = Cluster().Kubectl("apply -f " + SourcePath(kCrd));
     ASSERT_EQ(applied.exit_code, 0) << applied.output;
-    // kubectl wait fails at once ("accessor error: <nil>") while the new CRD has no conditions
-    // yet, which a loaded machine shows; so it is asked again until it can wait.
-    CommandResult established;
-    const bool waited = WaitUntil(
-        [&] {
-          established = Cluster().Kubectl(
-              "wait --for condition=established --timeout=60s crd/heterotrainingjobs.fulcrum.dev");
-          return established.exit_code == 0;
-        },
-        std::chrono::seconds(120));
-    ASSERT_TRUE(waited) << established.output;
+    const CommandResult established =
+        Cluster().WaitForCondition("crd/heterotrainingjobs.fulcrum.dev", "established");
+    ASSERT_EQ(established.exit_code, 0) << established.output;
   }
 };
 

@@ -109,10 +109,7 @@ class OperatorE2E : public ::testing::Test {
                   .exit_code,
               0);
     ASSERT_EQ(
-        Cluster()
-            .Kubectl(
-                "wait --for condition=established --timeout=60s crd/heterotrainingjobs.fulcrum.dev")
-            .exit_code,
+        Cluster().WaitForCondition("crd/heterotrainingjobs.fulcrum.dev", "established").exit_code,
         0);
     Cluster().Kubectl("create namespace fulcrum-system");
     coordinator_port_ = FreeLoopbackPort();

@@ -281,11 +281,7 @@ class ChartInstalled : public ::testing::Test {
 
 TEST_F(ChartInstalled, CreatesTheCrdRbacServicesAndAnAvailableDeployment) {
   EXPECT_EQ(
-      Cluster()
-          .Kubectl(
-              "wait --for=condition=Established --timeout=60s crd/heterotrainingjobs.fulcrum.dev")
-          .exit_code,
-      0);
+      Cluster().WaitForCondition("crd/heterotrainingjobs.fulcrum.dev", "Established").exit_code, 0);
   for (const char* object :
        {"serviceaccount/fulcrum", "service/fulcrum-metrics", "service/fulcrum-coordinator",
         "role/fulcrum-leader", "rolebinding/fulcrum-leader", "configmap/fulcrum-dashboard"}) {
@@ -295,8 +291,8 @@ TEST_F(ChartInstalled, CreatesTheCrdRbacServicesAndAnAvailableDeployment) {
   for (const char* object : {"clusterrole/fulcrum", "clusterrolebinding/fulcrum"}) {
     EXPECT_EQ(Cluster().Kubectl(std::string("get ") + object).exit_code, 0) << object;
   }
-  const CommandResult available = Cluster().Kubectl(
-      "-n fulcrum-system wait --for=condition=Available --timeout=60s deployment/fulcrum");
+  const CommandResult available =
+      Cluster().WaitForCondition("-n fulcrum-system deployment/fulcrum", "Available");
   EXPECT_EQ(available.exit_code, 0) << available.output;
   const CommandResult status = Helm("status fulcrum --namespace fulcrum-system -o json");
   EXPECT_THAT(status.output, HasSubstr("\"status\":\"deployed\""));

@@ -38,7 +38,8 @@ TEST(ClusterSmoke, ListsFakeGpuNodesWithGpuFeatureDiscoveryLabels) {
     EXPECT_FALSE(labels.value("nvidia.com/gpu.memory", "").empty()) << node["metadata"]["name"];
     EXPECT_EQ(labels.value("nvidia.com/gpu.count", ""),
               node["status"]["allocatable"].value("nvidia.com/gpu", "missing"))
-        << "allocatable nvidia.com/gpu must match the gpu.count label on " << node["metadata"]["name"];
+        << "allocatable nvidia.com/gpu must match the gpu.count label on "
+        << node["metadata"]["name"];
   }
   EXPECT_EQ(nodes_per_product, (std::map<std::string, int>{
                                    {"A100-SXM4-40GB", 2}, {"V100-SXM2-16GB", 2}, {"Tesla-T4", 4}}));
@@ -55,16 +56,19 @@ TEST(ClusterSmoke, TokenKubeconfigAuthenticatesAndRbacForbidsAnUnprivilegedUser)
 }
 
 TEST(ClusterSmoke, HeteroTrainingJobCrdBecomesEstablishedAndValidatesSpecs) {
-  const auto applied = Cluster().Kubectl("apply -f " + ShellQuote(SourcePath("crds/fulcrum.dev_heterotrainingjobs.yaml")));
+  const auto applied = Cluster().Kubectl(
+      "apply -f " + ShellQuote(SourcePath("crds/fulcrum.dev_heterotrainingjobs.yaml")));
   ASSERT_EQ(applied.exit_code, 0) << applied.output;
   const auto established =
-      Cluster().Kubectl("wait --for=condition=Established --timeout=60s crd/heterotrainingjobs.fulcrum.dev");
+      Cluster().WaitForCondition("crd/heterotrainingjobs.fulcrum.dev", "Established");
   ASSERT_EQ(established.exit_code, 0) << established.output;
   const auto listed = Cluster().Kubectl(
-      "get crd heterotrainingjobs.fulcrum.dev -o jsonpath='{.status.conditions[?(@.type==\"Established\")].status}'");
+      "get crd heterotrainingjobs.fulcrum.dev -o "
+      "jsonpath='{.status.conditions[?(@.type==\"Established\")].status}'");
   EXPECT_EQ(listed.output, "True");
 
-  const auto example = Cluster().Kubectl("apply -f " + ShellQuote(SourcePath("docs/examples/mnist-like-mlp.yaml")));
+  const auto example =
+      Cluster().Kubectl("apply -f " + ShellQuote(SourcePath("docs/examples/mnist-like-mlp.yaml")));
   EXPECT_EQ(example.exit_code, 0) << example.output;
   const auto by_short_name = Cluster().Kubectl("get htj mlp-demo -o name");
   EXPECT_EQ(by_short_name.output, "heterotrainingjob.fulcrum.dev/mlp-demo\n");
@@ -80,7 +84,8 @@ spec:
   training: {steps: 10}
 YAML)");
   EXPECT_NE(rejected.exit_code, 0);
-  EXPECT_NE(rejected.output.find("replicas.min must not exceed replicas.max"), std::string::npos) << rejected.output;
+  EXPECT_NE(rejected.output.find("replicas.min must not exceed replicas.max"), std::string::npos)
+      << rejected.output;
 }
 
 TEST(ClusterSmoke, SchedulerBindsGpuPodToT4NodeAndKwokRunsIt) {
@@ -97,11 +102,13 @@ spec:
         limits: {nvidia.com/gpu: 1}
 YAML)");
   ASSERT_EQ(created.exit_code, 0) << created.output;
-  const auto running = Cluster().Kubectl("wait --for=jsonpath='{.status.phase}'=Running --timeout=90s pod/wants-a-t4");
-  ASSERT_EQ(running.exit_code, 0) << running.output << Cluster().Kubectl("describe pod wants-a-t4").output;
+  const auto running = Cluster().Kubectl(
+      "wait --for=jsonpath='{.status.phase}'=Running --timeout=90s pod/wants-a-t4");
+  ASSERT_EQ(running.exit_code, 0) << running.output
+                                  << Cluster().Kubectl("describe pod wants-a-t4").output;
   const auto node = Cluster().Kubectl("get pod wants-a-t4 -o jsonpath='{.spec.nodeName}'");
-  const auto product = Cluster().Kubectl("get node " + node.output +
-                                         " -o jsonpath='{.metadata.labels.nvidia\\.com/gpu\\.product}'");
+  const auto product = Cluster().Kubectl(
+      "get node " + node.output + " -o jsonpath='{.metadata.labels.nvidia\\.com/gpu\\.product}'");
   EXPECT_EQ(product.output, "Tesla-T4") << "pod was bound to " << node.output;
 }
 
@@ -115,14 +122,17 @@ kind: ConfigMap
 metadata:
   name: gc-dependent
   ownerReferences:
-    - {apiVersion: v1, kind: ConfigMap, name: gc-owner, uid: )" + uid.output + R"(}
+    - {apiVersion: v1, kind: ConfigMap, name: gc-owner, uid: )" +
+                                           uid.output + R"(}
 data: {role: dependent}
 YAML)");
   ASSERT_EQ(dependent.exit_code, 0) << dependent.output;
 
   ASSERT_EQ(Cluster().Kubectl("delete configmap gc-owner --cascade=background").exit_code, 0);
-  const auto collected = Cluster().Kubectl("wait --for=delete --timeout=90s configmap/gc-dependent");
-  EXPECT_EQ(collected.exit_code, 0) << "the garbage collector did not delete the dependent: " << collected.output;
+  const auto collected =
+      Cluster().Kubectl("wait --for=delete --timeout=90s configmap/gc-dependent");
+  EXPECT_EQ(collected.exit_code, 0)
+      << "the garbage collector did not delete the dependent: " << collected.output;
 }
 
 }  // namespace

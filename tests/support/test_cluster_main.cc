@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "tests/support/polling.h"
 #include "tests/support/test_cluster.h"
 
 namespace fulcrum::testing {
@@ -73,6 +74,18 @@ const TestCluster& Cluster() {
 CommandResult TestCluster::Kubectl(const std::string& arguments) const {
   return RunShell(ShellQuote(env.at("FULCRUM_KUBECTL")) + " --kubeconfig " +
                   ShellQuote(kubeconfig()) + " " + arguments);
+}
+
+CommandResult TestCluster::WaitForCondition(const std::string& object,
+                                            const std::string& condition) const {
+  CommandResult last;
+  WaitUntil(
+      [&] {
+        last = Kubectl("wait --for=condition=" + condition + " --timeout=60s " + object);
+        return last.exit_code == 0;
+      },
+      std::chrono::seconds(120));
+  return last;
 }
 
 std::string SourcePath(const std::string& relative) {
