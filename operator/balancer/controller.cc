@@ -433,6 +433,24 @@ constexpr double kMeasuredTolerance = 0.1;
 // planned on its model within a bound instead of at its current time per sample (DampedPlan).
 constexpr int kFarGrowth = 4;
 
+int Controller::FarGrowthBound(const Worker& worker, const WorkerSpec& spec, int current_micro,
+                               double step_budget_seconds) const {
+  // At least 2·current + 2. Beyond it, as far as the worker's measured time now plus twice its
+  // model's slope stays within the plan's step time: from one measured size the fixed cost is
+  // known and the slope is the catalog's or its product's guess, so even a slope twice as steep
+  // leaves the grower off the critical path, and the worker that shed the samples never has to
+  // take them back. Measured from batch 1 only 2·current + 2 let the e2e Python job's V100 take
+  // 3 of the slowed A100's 94 samples, a gain under min_gain, so no plan came at all; and each
+  // further leg (4, 10, 22, ...) waited for its landing and the dwell.
+  constexpr double kSlopeMargin = 2.0;
+  const int at_least = 2 * current_micro + 2;
+  const double slope = kSlopeMargin * spec.seconds_per_sample;
+  const double slack = step_budget_seconds - MeasuredOrModelledSeconds(worker, current_micro);
+  if (slope <= 0.0 || slack <= 0.0) return at_least;
+  const double reach = current_micro + slack / slope;
+  return reach >= spec.max_batch ? spec.max_batch : std::max(at_least, static_cast<int>(reach));
+}
+
 std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t step,
                                            std::string& damping,
                                            std::vector<bool>& unmeasured_moves) const {
@@ -528,11 +546,14 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
         // Except for a worker that would grow more than kFarGrowth-fold: from a batch that
         // small its time is nearly all fixed cost, and that line would never let it grow (the
         // e2e Python job's V100, and once its A100, put at batch 1 on warm-up timings, stayed
-        // there). It is planned on its model, at most to 2·current + 2, where it is measured
-        // before the rest of the way (the same continuation as above).
-        spec.max_batch = std::min(spec.max_batch, 2 * current_micro + 2);
+        // there). It is planned on its model, as far as FarGrowthBound allows, and measured
+        // there before the rest of the way (the same continuation as above).
+        const int bound = FarGrowthBound(workers_[i], spec, current_micro,
+                                         (candidate->step_seconds - request.tail_seconds) / steps);
+        if (bound < target_micro) spec.max_batch = std::min(spec.max_batch, bound);
         trust.push_back(workers_[i].info.id + " " + std::to_string(current) + "->" +
-                        std::to_string(target) + " unmeasured, far");
+                        std::to_string(target) + " unmeasured, far (at most " +
+                        std::to_string(bound * steps) + ")");
         continue;
       }
       const double at_current = MeasuredOrModelledSeconds(workers_[i], current_micro);

@@ -172,6 +172,9 @@ class Controller {
   // A candidate for a speed re-plan under the damping and dwell (class comment);
   // `damping` says what held workers back. nullopt when no bounded plan exists.
   // `unmeasured_moves`: per worker, whether it was planned at its current time per sample.
+  // The largest micro-batch a worker growing far into sizes it never ran is planned to now.
+  int FarGrowthBound(const Worker& worker, const WorkerSpec& spec, int current_micro,
+                     double step_budget_seconds) const;
   std::optional<Plan> DampedPlan(const PlanRequest& request, int64_t step, std::string& damping,
                                  std::vector<bool>& unmeasured_moves) const;
   // "w0 64->32 (...)" for each worker the plan moves, with what the move rests on.

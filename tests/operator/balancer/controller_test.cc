@@ -762,6 +762,49 @@ TEST(Controller, ASlowdownThatMovesAWorkerMoreThanFourfoldIsAnsweredInTwoPlans) 
   }
 }
 
+// The e2e Python job's shape: a step's fixed cost (Python's per-step overhead) worth 150
+// samples, so the V100 and the T4 sit at batch 1 beside the A100, measured nowhere else. Slowed
+// 8x, the A100 should hand nearly all its samples to the V100, far beyond any size it ran. Each
+// far grower is planned on its model up to 2·current + 2 first (measured there before the rest
+// of the way); from batch 1 that leg (1 -> 4) sheds 6 samples of 94, a 3% gain under min_gain
+// (5%), so no plan came at all and the job ran at the slowed A100's pace (the e2e case saw no
+// rebalance in 120 s); where a leg did clear it, 1 -> 4 -> 10 -> 22 -> 66 took 30 steps and
+// ended at 0.68-0.76 of the optimum. A far grower now goes as far as a slope twice its model's
+// stays within the plan's step time (seed 0: V100 1 -> 74 -> 94 in two plans).
+TEST(Controller, AWorkerAtBatchOneTakesTheSlowedWorkersSamplesEvenThoughItNeverRanThatFar) {
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Controller controller = SeededController(96, seed);
+    testing::ClusterModel cluster({{"a100", "A100-SXM4-40GB", 0.03, 0.0002},
+                                   {"v100", "V100-SXM2-16GB", 0.06, 0.0004},
+                                   {"t4", "Tesla-T4", 0.12, 0.0008}},
+                                  {.relative = 0.03, .contention_seconds = 0.001}, 3, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    int64_t step = 0;
+    for (; step < 100; ++step) cluster.Step(controller, step);
+    EXPECT_LE(controller.plan().workers[1].batch, 4)
+        << "the scenario needs the V100 at a few samples";
+    const int before = controller.plan().workers[0].batch;
+    int slowed_batch = before;
+    cluster.worker(0).slowdown = 8.0;
+    std::vector<std::string> reasons;
+    int64_t answered = -1;
+    for (const int64_t end = step + 30; step < end; ++step) {
+      if (!cluster.Step(controller, step)) continue;
+      reasons.push_back(std::to_string(step) + ": " + controller.plan().reason);
+      const int planned = controller.plan().workers[0].batch;
+      if (answered < 0 && planned < before) {
+        answered = step;
+        EXPECT_GE(controller.plan().predicted_gain, 0.05) << Joined(reasons);
+      }
+      EXPECT_LE(planned, slowed_batch) << "the slowed A100's batch rose" << Joined(reasons);
+      slowed_batch = planned;
+    }
+    EXPECT_GE(answered, 0) << "no plan took samples off the slowed A100" << Joined(reasons);
+    EXPECT_GE(cluster.TrueEfficiency(), 0.9) << Joined(reasons);
+  }
+}
+
 TEST(Controller, AfterTheSlowdownIsLiftedTheSplitRecoversWithin20Steps) {
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
