@@ -51,6 +51,9 @@ def main() -> None:
         for inputs, labels in job.data_loader(dataset, epochs=arguments.epochs):
             loss = F.cross_entropy(model(inputs), labels)
             job.backward(loss)
+            # The job's rate, once it sets one (a live edit of training.learningRate, or an
+            # adaptive global batch's): the scheduler goes on from it.
+            job.apply_learning_rate(state.optimizer, state.scheduler)
             state.optimizer.step()
             state.optimizer.zero_grad()
             state.scheduler.step()

@@ -55,6 +55,7 @@ from torch.utils.data import DataLoader, Dataset
 from fulcrum import control as control_layout
 from fulcrum.coordinator_link import CoordinatorLink, StaticMembership, pb
 from fulcrum.emulated_slowdown import EmulatedSlowdown
+from fulcrum.learning_rate import scale_learning_rate
 from fulcrum.errors import (CollectiveFailed, CoordinatorRefusedError, FulcrumError,
                             MembershipChanged, UsageError)
 from fulcrum.metrics import TrainerMetrics
@@ -362,6 +363,17 @@ class Job:
         if total_steps > 0 and total_steps != self.total_steps:
             log.info("total steps from the job: %d", total_steps)
             self.total_steps = total_steps
+
+    def apply_learning_rate(self, optimizer: torch.optim.Optimizer,
+                            scheduler: Optional[Any] = None) -> Optional[float]:
+        """Puts the job's learning rate (a live edit of `training.learningRate`, or the rate an
+        adaptive global batch scales) on `optimizer` and `scheduler`; call it before
+        `optimizer.step()`. Until the job sets a rate the script's own stays. Parameter groups keep
+        their ratios and a scheduler its schedule (fulcrum/learning_rate.py). Returns the job's
+        rate, or None."""
+        if self.learning_rate is not None:
+            scale_learning_rate(optimizer, scheduler, self.learning_rate)
+        return self.learning_rate
 
     # -- the model ---------------------------------------------------------------------------
     def distributed(self, model: torch.nn.Module,

@@ -81,9 +81,7 @@ def main() -> int:
             inputs, labels = inputs.to(job.device), labels.to(job.device)
             loss = loss_function(model(inputs), labels)
             job.backward(loss)
-            if job.learning_rate is not None:  # the job's rate (live edits, adaptive batch)
-                for group in state.optimizer.param_groups:
-                    group["lr"] = job.learning_rate
+            job.apply_learning_rate(state.optimizer)  # the job's rate (live edits, adaptive B)
             state.optimizer.step()
             state.optimizer.zero_grad()
 

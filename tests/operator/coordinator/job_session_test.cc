@@ -42,7 +42,7 @@ class JobSessionTest : public ::testing::Test {
     return config;
   }
   // A session with an adaptive global batch starting at `base`, rate 0.1 there.
-  static std::unique_ptr<JobSession> AdaptiveSession(int base, int min, int max, int64_t dwell) {
+  static JobSessionConfig AdaptiveConfig(int base, int min, int max, int64_t dwell) {
     JobSessionConfig config = DefaultConfig();
     config.global_batch = base;
     config.learning_rate = 0.1;
@@ -51,7 +51,11 @@ class JobSessionTest : public ::testing::Test {
     config.batching.max_batch = max;
     config.batching.min_steps_between_changes = dwell;
     config.batching.noise_half_life_steps = 10;
-    return std::make_unique<JobSession>(JobSession::Create(config).value());
+    return config;
+  }
+  static std::unique_ptr<JobSession> AdaptiveSession(int base, int min, int max, int64_t dwell) {
+    return std::make_unique<JobSession>(
+        JobSession::Create(AdaptiveConfig(base, min, max, dwell)).value());
   }
   Outbox Tick(Clock::duration advance) {
     now_ += advance;
@@ -1094,6 +1098,29 @@ TEST_F(JobSessionTest, AnAdaptiveGlobalBatchGrowsWithTheNoiseAfterTheDwellWithIt
     EXPECT_NEAR(message.message.assignment().learning_rate(), expected_rate, 1e-9);
   }
   EXPECT_EQ(changed.batching_mode, "adaptive");
+}
+
+// B0 and its rate are where the scaling starts: a live edit of either (here the learning rate)
+// restarts B at globalBatchSize with the new rate, and the dwell counts again from there.
+TEST_F(JobSessionTest, ALiveLearningRateEditRestartsAnAdaptiveBatchAtItsBaseWithTheNewRate) {
+  job_ = AdaptiveSession(/*base=*/30, /*min=*/16, /*max=*/240, /*dwell=*/30);
+  Join("a");
+  Join("b");
+  Tick(200ms);
+  int64_t step = 0;
+  for (; step < 40 && job_->Snapshot().global_batch == 30; ++step) {
+    TrainWithGradientNoise(*job_, now_, step, step + 1, 5000.0);
+  }
+  ASSERT_EQ(job_->Snapshot().global_batch, 60) << "the scenario needs a grown B";
+  JobSessionConfig edited = AdaptiveConfig(30, 16, 240, 30);
+  edited.learning_rate = 0.2;
+  ASSERT_TRUE(job_->Reconfigure(edited, now_).ok());
+  TrainWithGradientNoise(*job_, now_, step, step + 1, 5000.0);
+  EXPECT_EQ(job_->Snapshot().global_batch, 30);
+  EXPECT_NEAR(job_->Snapshot().learning_rate, 0.2, 1e-12);
+  // Held by the dwell, counted from the edit: no change in the next 20 steps.
+  TrainWithGradientNoise(*job_, now_, step + 1, step + 21, 5000.0);
+  EXPECT_EQ(job_->Snapshot().global_batch, 30);
 }
 
 TEST_F(JobSessionTest, AnAdaptiveGlobalBatchShrinksWhenNoiseIsSmallButNotBelowItsMinimum) {
