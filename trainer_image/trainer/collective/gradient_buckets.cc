@@ -150,8 +150,9 @@ void GradientBuckets::StartReadyBuckets() {
             : 0;
     if (bucket.count > 0) {
       torch::NoGradGuard no_grad;
-      local_squares_ +=
-          flat_.narrow(0, bucket.offset, bucket.count).to(torch::kFloat64).square().sum();
+      // Squared in the gradients' dtype, summed in float64: one temporary the bucket's size,
+      // not a float64 copy and its square (four times the bucket's bytes, per bucket, per step).
+      local_squares_ += flat_.narrow(0, bucket.offset, bucket.count).square().sum(torch::kFloat64);
     }
     std::span<float> values(flat_.data_ptr<float>() + bucket.offset,
                             static_cast<std::size_t>(bucket.count) + control);
