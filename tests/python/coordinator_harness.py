@@ -127,13 +127,17 @@ class LocalCoordinator:
         self.workers[pod] = process
         return process
 
-    def run_logged_workers(self, pods, *arguments: str, timeout: float = 240) -> dict[str, int]:
+    def run_logged_workers(self, pods, *arguments: str, timeout: float = 240,
+                           slowdowns: Optional[dict[str, float]] = None) -> dict[str, int]:
         """runtime_worker.py as each of `pods` with `arguments`, saving to <dir>/<pod>.pt and
-        logging its steps to <dir>/<pod>.jsonl; waits for all and returns their exit codes."""
+        logging its steps to <dir>/<pod>.jsonl, `slowdowns[pod]` times slower (EMULATED) where
+        given; waits for all and returns their exit codes."""
         for pod in pods:
+            overrides = {"FULCRUM_SAMPLE_LOG": str(self.directory / f"{pod}.jsonl")}
+            if slowdowns and pod in slowdowns:
+                overrides["FULCRUM_EMULATED_SLOWDOWN"] = str(slowdowns[pod])
             self.start_worker(pod, "--out", str(self.directory / f"{pod}.pt"), *arguments,
-                              env=self.environment(pod, FULCRUM_SAMPLE_LOG=str(
-                                  self.directory / f"{pod}.jsonl")))
+                              env=self.environment(pod, **overrides))
         return self.wait_for_workers(timeout=timeout)
 
     def worker_log(self, pod: str) -> str:
