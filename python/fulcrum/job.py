@@ -55,9 +55,9 @@ from torch.utils.data import DataLoader, Dataset
 from fulcrum import control as control_layout
 from fulcrum.coordinator_link import CoordinatorLink, StaticMembership, pb
 from fulcrum.emulated_slowdown import EmulatedSlowdown
-from fulcrum.learning_rate import scale_learning_rate
 from fulcrum.errors import (CollectiveFailed, CoordinatorRefusedError, FulcrumError,
                             MembershipChanged, UsageError)
+from fulcrum.learning_rate import scale_learning_rate
 from fulcrum.metrics import TrainerMetrics
 from fulcrum.pod_environment import JobSpec, PodEnvironment
 from fulcrum.sample_order import SampleOrder, shard_for_rank
