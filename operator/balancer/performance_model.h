@@ -73,7 +73,8 @@ enum class ObservationOutcome {
   kOutlier,       // set aside: contradicts its size's history, not (yet) confirmed as a change
   kRegimeChange,  // the worker's speed really changed: s moved, old data rescaled with it
   // Kept, and the last confirmed change is over: reports at another size put the speed back
-  // within noise of what it was before the change (a burst of contention, a noisy neighbour).
+  // within min_outlier_residual (15%) of what it was before the change (a burst of contention,
+  // a noisy neighbour).
   kChangeEnded,
 };
 
