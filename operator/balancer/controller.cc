@@ -218,7 +218,7 @@ Status Controller::AddWorker(const WorkerInfo& info) {
   const LinearCost prior = PriorFor(speed);
   workers_.push_back(Worker{info, speed, ComputeTimeModel(prior, config_.fitter),
                             MemoryModel(memory, info.max_batch, config_.memory_headroom), 0, prior,
-                            std::nullopt, 1.0, 1.0, false, std::nullopt});
+                            std::nullopt, 1.0, 1.0, false, std::nullopt, 0, std::nullopt});
   index_of_.emplace(info.id, workers_.size() - 1);
   std::erase(left_, info.id);
   joined_.push_back(info.id);
@@ -251,6 +251,20 @@ Status Controller::Observe(const StepReport& report) {
     worker->memory.ObserveOutOfMemory(micro_batch);
     out_of_memory_.push_back(report.worker_id + " at micro-batch " + std::to_string(micro_batch));
     return Ok();
+  }
+  const std::size_t index = index_of_.at(worker->info.id);
+  if (worker->landing_from && plan_ && index < plan_->workers.size() &&
+      plan_->workers[index].id == worker->info.id) {
+    // The landing of a plan that answered this worker's change of speed: the change may still
+    // be under way (the e2e Python job's slowed A100 read x3.4 before the landing, x8 after, as
+    // its emulated speed followed the other ranks' batches on shared cores), so the sizes
+    // measured before are not compared with those after for the minimum useful batch. They
+    // were: 27 after looked slower than 84 before, and a forced plan raised it again.
+    const int planned = plan_->workers[index].micro_batch;
+    if (std::abs(micro_batch - planned) < std::abs(micro_batch - *worker->landing_from)) {
+      worker->compute.RestartSizeComparisons();
+      worker->landing_from.reset();
+    }
   }
   if (report.local_batch > 0 && report.compute_seconds > 0.0) {
     // The model is per micro-step: s micro-steps of b/s samples cost s·(a + k·b/s).
@@ -718,6 +732,14 @@ Result<StepDecision> Controller::Decide(int64_t step) {
         !speed_changed && std::any_of(workers_.begin(), workers_.end(),
                                       [&](const Worker& worker) { return FinishesMove(worker); });
     const double min_gain = RequiredGain(speed_changed, finishing_move);
+    // The workers a plan now would move in answer to their own change of speed: its first leg,
+    // or the leg that finishes it.
+    std::vector<bool> answering;
+    for (const Worker& worker : workers_) {
+      answering.push_back(
+          (speed_changed && SpeedMovedBeyondNoise(worker, worker.speed_when_planned)) ||
+          (finishing_move && FinishesMove(worker)));
+    }
     std::string damping;
     std::vector<bool> unmeasured_moves;
     std::optional<Plan> candidate = DampedPlan(request, step, damping, unmeasured_moves);
@@ -767,6 +789,12 @@ Result<StepDecision> Controller::Decide(int64_t step) {
       candidate->predicted_gain = gain;
       const Plan previous = *plan_;
       Adopt(std::move(*candidate), std::move(explained));
+      for (std::size_t i = 0; i < workers_.size(); ++i) {
+        const int left = previous.workers[i].micro_batch;
+        if (answering[i] && plan_->workers[i].micro_batch != left) {
+          workers_[i].landing_from = left;
+        }
+      }
       answered_speed_change_ = answered_speed_change_ || speed_changed;
       RecordMoves(previous, *plan_, step);
       // A move planned at the worker's current time per sample stops short of its optimum on

@@ -160,6 +160,9 @@ class Controller {
     // (short of the optimum on purpose): the micro-batch it landed at, and the one it left.
     std::optional<int> continuation;
     int continued_from = 0;
+    // A plan answering its own change of speed moved it off this micro-batch and it has not
+    // yet run the new one: at the landing its size comparisons start over (Observe).
+    std::optional<int> landing_from;
   };
   bool SpeedChangeReady() const;
   // The worker's move into unmeasured sizes landed where it has now been measured:

@@ -89,7 +89,8 @@ int PerSizeTimes::MinimumUseful(double margin) const {
   const int latest = static_cast<int>(speeds_.size()) - 1;
   std::vector<std::pair<int, double>> known;
   for (const auto& [batch, times] : by_batch_) {
-    if (times.count >= config_.min_observations && times.regime == latest) {
+    if (times.count >= config_.min_observations && times.regime == latest &&
+        times.last_seen > compared_after_) {
       known.emplace_back(batch, SpeedFree(times));
     }
   }

@@ -69,7 +69,12 @@ class PerSizeTimes {
 
   // The least batch worth giving; 1 when no batch is known to be slower than a bigger one by
   // more than `margin` (at least config().margin; the caller widens it for noisy timings).
+  // Only sizes measured since the last CompareOnlyFromNow count.
   int MinimumUseful(double margin = 0.0) const;
+  // Sizes measured until now are no longer compared for MinimumUseful, until measured again: the
+  // worker's speed since may not be what it was when they were (a speed change still under way
+  // when the plan answering it landed; controller.cc).
+  void CompareOnlyFromNow() { compared_after_ = observations_; }
   const PerSizeTimesConfig& config() const { return config_; }
 
  private:
@@ -90,6 +95,7 @@ class PerSizeTimes {
   std::map<int, Times> by_batch_;
   std::vector<double> speeds_{1.0};  // by regime
   uint64_t observations_ = 0;
+  uint64_t compared_after_ = 0;  // MinimumUseful compares sizes last seen after this
 };
 
 }  // namespace fulcrum::balancer

@@ -118,6 +118,8 @@ class ComputeTimeModel {
   // The least batch worth giving this worker (per_size_times.h), with a margin wide enough that
   // this worker's own timing noise cannot make a batch look slower than a bigger one.
   int MinimumUsefulBatch() const;
+  // From now on MinimumUsefulBatch compares only sizes measured from now (per_size_times.h).
+  void RestartSizeComparisons() { sizes_.CompareOnlyFromNow(); }
   // Relative standard error of the ratio of two sizes' typical times (medians of mostly their
   // last five reports, each off by about 1.25·noise/√5): the least relative difference between
   // two of them, in standard errors, that this worker's timing noise cannot make.
