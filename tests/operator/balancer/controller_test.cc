@@ -762,6 +762,23 @@ TEST(Controller, ASlowdownThatMovesAWorkerMoreThanFourfoldIsAnsweredInTwoPlans) 
   }
 }
 
+// The e2e Python job's shape (below), 100 steps in: an A100, a V100 and a T4 whose steps have
+// a fixed cost worth 150 samples, 3% timing noise, a little contention and an apply lead of 3.
+struct PythonJobShape {
+  explicit PythonJobShape(uint64_t seed)
+      : controller(SeededController(96, seed)),
+        cluster({{"a100", "A100-SXM4-40GB", 0.03, 0.0002},
+                 {"v100", "V100-SXM2-16GB", 0.06, 0.0004},
+                 {"t4", "Tesla-T4", 0.12, 0.0008}},
+                {.relative = 0.03, .contention_seconds = 0.001}, 3, seed) {
+    EXPECT_TRUE(cluster.Join(controller).ok());
+    for (; step < 100; ++step) cluster.Step(controller, step);
+  }
+  Controller controller;
+  testing::ClusterModel cluster;
+  int64_t step = 0;
+};
+
 // The e2e Python job's shape: a step's fixed cost (Python's per-step overhead) worth 150
 // samples, so the V100 and the T4 sit at batch 1 beside the A100, measured nowhere else. Slowed
 // 8x, the A100 should hand nearly all its samples to the V100, far beyond any size it ran. Each
@@ -774,14 +791,8 @@ TEST(Controller, ASlowdownThatMovesAWorkerMoreThanFourfoldIsAnsweredInTwoPlans) 
 TEST(Controller, AWorkerAtBatchOneTakesTheSlowedWorkersSamplesEvenThoughItNeverRanThatFar) {
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    Controller controller = SeededController(96, seed);
-    testing::ClusterModel cluster({{"a100", "A100-SXM4-40GB", 0.03, 0.0002},
-                                   {"v100", "V100-SXM2-16GB", 0.06, 0.0004},
-                                   {"t4", "Tesla-T4", 0.12, 0.0008}},
-                                  {.relative = 0.03, .contention_seconds = 0.001}, 3, seed);
-    ASSERT_TRUE(cluster.Join(controller).ok());
-    int64_t step = 0;
-    for (; step < 100; ++step) cluster.Step(controller, step);
+    PythonJobShape job(seed);
+    auto& [controller, cluster, step] = job;
     EXPECT_LE(controller.plan().workers[1].batch, 4)
         << "the scenario needs the V100 at a few samples";
     const int before = controller.plan().workers[0].batch;
@@ -813,14 +824,8 @@ TEST(Controller, AWorkerAtBatchOneTakesTheSlowedWorkersSamplesEvenThoughItNeverR
 TEST(Controller, ASpeedStillFallingWhenTheAnswerLandsDoesNotMakeTheNewBatchLookPathological) {
   for (uint64_t seed = 0; seed < kSeeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    Controller controller = SeededController(96, seed);
-    testing::ClusterModel cluster({{"a100", "A100-SXM4-40GB", 0.03, 0.0002},
-                                   {"v100", "V100-SXM2-16GB", 0.06, 0.0004},
-                                   {"t4", "Tesla-T4", 0.12, 0.0008}},
-                                  {.relative = 0.03, .contention_seconds = 0.001}, 3, seed);
-    ASSERT_TRUE(cluster.Join(controller).ok());
-    int64_t step = 0;
-    for (; step < 100; ++step) cluster.Step(controller, step);
+    PythonJobShape job(seed);
+    auto& [controller, cluster, step] = job;
     const int before = cluster.running()[0];
     int slowed_batch = controller.plan().workers[0].batch;
     cluster.worker(0).slowdown = 3.4;
