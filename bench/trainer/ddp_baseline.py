@@ -42,6 +42,8 @@ import sys
 import tempfile
 import time
 
+from child_processes import wait_for_ranks
+
 # Constants of trainer_image/trainer/data/dataset.cc and sample_order.cc.
 GOLDEN_GAMMA = 0x9E3779B97F4A7C15
 MIX1 = 0xBF58476D1CE4E5B9
@@ -250,19 +252,7 @@ def launch(args):
                    "--result", os.path.join(workdir, f"rank-{rank}.json")] + args.passthrough
         log = open(os.path.join(workdir, f"rank-{rank}.log"), "w")
         children.append(subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT))
-    try:
-        deadline = time.time() + args.timeout
-        for child in children:
-            child.wait(timeout=max(1.0, deadline - time.time()))
-    except subprocess.TimeoutExpired:
-        raise SystemExit(f"ddp_baseline: timed out after {args.timeout} s; logs in {workdir}")
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-    if any(child.returncode != 0 for child in children):
-        raise SystemExit(f"ddp_baseline: a rank failed; logs in {workdir}")
+    wait_for_ranks(children, args.timeout, workdir, "ddp_baseline")
     ranks = [json.load(open(os.path.join(workdir, f"rank-{r}.json"))) for r in range(args.world)]
     steps = args.steps
     per_step = [max(rank["step_seconds"][s] for rank in ranks) for s in range(steps)]

@@ -30,6 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from child_processes import kill_all, wait_for_ranks  # noqa: E402
 from ddp_baseline import MALLOC_ENVIRONMENT  # noqa: E402
 from json_lines import read_json_lines  # noqa: E402
 from rounds import interleaved_rounds  # noqa: E402
@@ -88,16 +89,9 @@ def run_python(build_dir, steps, global_batch, image_size, hidden, timeout=900.0
                  str(steps), "--image-size", str(image_size), "--hidden", str(hidden)],
                 env=environment, stdout=open(os.path.join(workdir, pod + ".log"), "w"),
                 stderr=subprocess.STDOUT))
-        deadline = time.time() + timeout
-        for child in children[1:]:
-            child.wait(timeout=max(1.0, deadline - time.time()))
-        if any(child.returncode != 0 for child in children[1:]):
-            raise SystemExit(f"a python rank failed; logs in {workdir}")
+        wait_for_ranks(children[1:], timeout, workdir, "python_runtime_bench")
     finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-            child.wait()
+        kill_all(children)
     by_step = {}
     for rank in range(len(slowdowns)):
         for line in read_json_lines(os.path.join(workdir, f"python-{rank}.samples")):
