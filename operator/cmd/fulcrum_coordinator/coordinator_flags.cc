@@ -1,6 +1,7 @@
 #include "operator/cmd/fulcrum_coordinator/coordinator_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 
 #include "common/command_line.h"
 
@@ -40,6 +41,13 @@ void AddFlags(CLI::App& app, CoordinatorFlags& flags, std::string& policy) {
   app.add_option("--seed", job.seed, "seeds the balancer's dither");
   app.add_option("--apply-lead-steps", job.min_apply_lead_steps,
                  "steps ahead a new plan is announced");
+  // The time rank 0 needs to hold a plan before the step it applies to (docs/protocol.md); a
+  // plan that arrives later still switches every rank at one step, just later.
+  app.add_option_function<double>(
+         "--apply-lead-ms", [&job](double ms) { job.apply_lead_seconds = ms / 1000.0; },
+         "and at least this long ahead, in measured step time")
+      ->check(CLI::NonNegativeNumber)
+      ->default_str(std::to_string(std::lround(job.apply_lead_seconds * 1000.0)));
   AddMilliseconds(app, "--leave-timeout-ms", job.leave_timeout,
                   "how long a leaving worker is waited for");
   AddMilliseconds(app, "--heartbeat-timeout-ms", job.heartbeat_timeout,

@@ -18,6 +18,18 @@ TEST(CoordinatorFlags, ParsesAValidCommandLine) {
   EXPECT_FALSE(flags->insecure);
 }
 
+TEST(CoordinatorFlags, TakesThePlanLeadInMillisecondsAndRefusesANegativeOne) {
+  const std::vector<std::string> base = {"--listen",       "x:1", "--job-token-file", "t",
+                                         "--global-batch", "8",   "--insecure",       "true"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), base.begin(), base.end());
+    return ParseCoordinatorFlags(more);
+  };
+  EXPECT_DOUBLE_EQ(with({})->job_template.apply_lead_seconds, 0.3);
+  EXPECT_DOUBLE_EQ(with({"--apply-lead-ms", "50"})->job_template.apply_lead_seconds, 0.05);
+  EXPECT_EQ(with({"--apply-lead-ms", "-5"}).error().field, "--apply-lead-ms");
+}
+
 TEST(CoordinatorFlags, ServesTlsOrPlaintextOnlyWhenAskedByName) {
   const std::vector<std::string> base = {"--listen",       "x:1", "--job-token-file", "t",
                                          "--global-batch", "8"};
