@@ -312,7 +312,10 @@ class OperatorE2E : public ::testing::Test {
   // `slow_ones_may_share_the_minimum`: the V100 and the T4 may both be at their minimum, where a
   // job's fixed cost per step, multiplied by the emulation, is near the A100's whole step: then the
   // optimum pins both at their minimum (CI saw 94/1/1 for the Python job, whose V100 took
-  // 0.10 s at batch 1 against the A100's 0.117 s at 94, so its optimum was about 4).
+  // 0.10 s at batch 1 against the A100's 0.117 s at 94, so its optimum was about 4). Within a
+  // few samples of it their order is below what a step's timing noise lets the balancer see
+  // (CI saw V100 1, T4 3: the T4's two extra samples are about 2% of its step), so there
+  // either order counts as sharing it.
   std::map<std::string, int> ExpectBatchesOrderedBySpeed(
       const std::string& job, bool slow_ones_may_share_the_minimum = false) const {
     EXPECT_TRUE(WaitUntil([&] { return Step(job) >= 60; }, 180s)) << Describe(job);
@@ -326,8 +329,11 @@ class OperatorE2E : public ::testing::Test {
       }
       const int v100 = batch_by_product["V100-SXM2-16GB"];
       const int t4 = batch_by_product["Tesla-T4"];
-      return batch_by_product["A100-SXM4-40GB"] > v100 &&
-             (slow_ones_may_share_the_minimum ? v100 >= t4 : v100 > t4);
+      constexpr int kNearTheMinimum = 4;
+      const bool share_the_minimum =
+          slow_ones_may_share_the_minimum && std::max(v100, t4) <= kNearTheMinimum;
+      return batch_by_product["A100-SXM4-40GB"] > std::max(v100, t4) &&
+             (share_the_minimum || (slow_ones_may_share_the_minimum ? v100 >= t4 : v100 > t4));
     };
     bool was_ordered = false;
     WaitUntil(
