@@ -30,6 +30,12 @@ Prints one JSON object on stdout, measured as scripts/local-train measures a Ful
 samples/s = the sum of global batches ÷ the sum of per-step times (per step the slowest
 rank's), over the steps after the first 30%. Also the wall-clock rate over the same steps.
 Needs Debian's python3-torch: run it with /usr/bin/python3 (pyenv's python3 has no torch).
+
+On a GPU (--device cuda): every rank on cuda:0, DDP over gloo (NCCL refuses two ranks on one
+device), a pool of --dataset-size synthetic samples made once and kept on the GPU (as
+fulcrum-trainer's pool, so the host's generator is not what is timed), each step ended by a
+synchronize; --mps-percentages gives rank r CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (real
+heterogeneity under an MPS daemon the caller started; slowdowns stay 1).
 """
 import argparse
 import datetime
@@ -166,6 +172,7 @@ def worker(args):
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
     dist.init_process_group("gloo", rank=args.rank, world_size=args.world,
                             timeout=datetime.timedelta(seconds=120))
     slowdown = args.slowdown_list[args.rank]
@@ -175,9 +182,20 @@ def worker(args):
     # Orders are built before training (the trainer's C++ takes ~20 us per epoch; Python ~10 ms,
     # which would otherwise land on a few steps of the baseline only).
     orders = [epoch_order(args.dataset_size, args.seed, e) for e in range(epochs)]
-    model = make_model(torch, args.hidden, args.classes)
+    model = make_model(torch, args.hidden, args.classes).to(device)
     parameters = sum(p.numel() for p in model.parameters())
-    ddp = torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=args.broadcast_buffers)
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, broadcast_buffers=args.broadcast_buffers,
+        device_ids=[0] if device.type == "cuda" else None)
+    if device.type == "cuda":  # the whole dataset, made once, on the GPU
+        pool = [torch.from_numpy(part).to(device) for part in data.get(range(args.dataset_size))]
+
+    def batch(indices):
+        if device.type == "cuda":
+            rows = torch.tensor(indices, device=device)
+            return pool[0].index_select(0, rows), pool[1].index_select(0, rows)
+        inputs, labels = data.get(indices)
+        return torch.from_numpy(inputs), torch.from_numpy(labels)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
 
     # The emulated slowdown, where DDP starts the all-reduce (backward has produced the bucket's
@@ -208,12 +226,14 @@ def worker(args):
         clock.update(wall=start, cpu=time.process_time(), slept=False)
         positions = range(step * args.global_batch + begin, step * args.global_batch + begin + batches[args.rank])
         indices = [orders[p // args.dataset_size][p % args.dataset_size] for p in positions]
-        inputs, labels = data.get(indices)
+        inputs, labels = batch(indices)
         optimizer.zero_grad(set_to_none=True)
         # Mean over the local batch; DDP averages over ranks: the global batch's mean gradient.
-        loss = torch.nn.functional.cross_entropy(ddp(torch.from_numpy(inputs)), torch.from_numpy(labels))
+        loss = torch.nn.functional.cross_entropy(ddp(inputs), labels)
         loss.backward()
         optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         end = time.perf_counter()
         step_seconds.append(end - start)
         compute_seconds.append(clock["compute"])
@@ -251,7 +271,10 @@ def launch(args):
         command = [sys.executable, os.path.abspath(__file__), "--worker", "--rank", str(rank),
                    "--result", os.path.join(workdir, f"rank-{rank}.json")] + args.passthrough
         log = open(os.path.join(workdir, f"rank-{rank}.log"), "w")
-        children.append(subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT))
+        own = ({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(args.mps_percentage_list[rank])}
+               if args.mps_percentage_list else {})
+        children.append(subprocess.Popen(command, env={**environment, **own}, stdout=log,
+                                         stderr=subprocess.STDOUT))
     wait_for_ranks(children, args.timeout, workdir, "ddp_baseline")
     ranks = [json.load(open(os.path.join(workdir, f"rank-{r}.json"))) for r in range(args.world)]
     steps = args.steps
@@ -261,7 +284,9 @@ def launch(args):
     ends = [min(rank["step_end"][s] for rank in ranks) for s in range(steps)]
     wall = (sum(samples[first + 1:]) / (ends[-1] - ends[first])) if steps - first > 1 else 0.0
     summary = {
-        "emulated_heterogeneity": True,
+        "emulated_heterogeneity": any(f != 1 for f in args.slowdown_list),
+        "device": args.device,
+        "mps_active_thread_percentages": args.mps_percentage_list,
         "system": "pytorch_ddp",
         "torch": args.torch_version,
         "backend": "gloo",
@@ -302,6 +327,9 @@ def parse_args(argv=None):
                         help="DDP's default: broadcast BatchNorm buffers from rank 0 every step")
     parser.add_argument("--slowdown-after-allreduce-start", action="store_true",
                         help="sleep after starting the all-reduce (default: before, as fulcrum-trainer)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--mps-percentages", default=None,
+                        help="on cuda, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per rank, e.g. 100,35,12")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
@@ -313,12 +341,18 @@ def parse_args(argv=None):
         parser.error("--slowdowns: every factor must be in [1, 100]")
     if args.steps < 2 or args.global_batch < args.world:
         parser.error("--steps must be >= 2 and --global-batch >= the number of ranks")
+    args.mps_percentage_list = ([int(x) for x in args.mps_percentages.split(",")]
+                                if args.mps_percentages else None)
+    if args.mps_percentage_list and (args.device != "cuda" or
+                                     len(args.mps_percentage_list) != args.world):
+        parser.error("--mps-percentages: one per rank (as --slowdowns), with --device cuda")
     # What the launcher hands its workers: every option but the launcher's own.
     args.passthrough = ["--slowdowns", args.slowdowns, "--steps", str(args.steps),
                         "--global-batch", str(args.global_batch), "--image-size", str(args.image_size),
                         "--hidden", str(args.hidden), "--classes", str(args.classes),
                         "--dataset-size", str(args.dataset_size), "--seed", str(args.seed),
-                        "--lr", str(args.lr), "--momentum", str(args.momentum), "--threads", str(args.threads)]
+                        "--lr", str(args.lr), "--momentum", str(args.momentum), "--threads", str(args.threads),
+                        "--device", args.device]
     if args.broadcast_buffers:
         args.passthrough.append("--broadcast-buffers")
     if args.slowdown_after_allreduce_start:

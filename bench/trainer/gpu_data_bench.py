@@ -2,7 +2,7 @@
 """fulcrum-trainer's data path against PyTorch on one NVIDIA GPU (issue 22's GPU benchmark).
 
   gpu_data_bench.py --trainer BIN/fulcrum-trainer OUT_DIR [--sizes 224,32] [--steps N]
-                    [--loader-threads 4]
+                    [--loader-threads 4] [--formats fp32,fp32-cl,bf16-cl]
 
 Run on the GPU machine (tests/trainer_image/gpu/run_gpu_checks.sh runs it as check data_path),
 with the CUDA torch for Python and torchvision. For each input size (3x224x224 at batch 128,
@@ -15,10 +15,17 @@ contiguous, normalised on the GPU:
 - PyTorch DDP with the batches already on the GPU (uint8, normalised in the step).
 Steady samples/s over the steps after the first 30%, by wall clock (torch.cuda.synchronize at
 both ends for PyTorch; the trainer's sample log's unix_time for fulcrum-trainer). Goals:
-fulcrum >= 1.0x the DataLoader pipeline and >= 0.9x batches-on-GPU, at both sizes. Prints one
-JSON object; every figure is a GPU figure, nothing is emulated.
+fulcrum >= 1.0x the DataLoader pipeline and >= 0.9x batches-on-GPU, at both sizes (issue 22).
+
+Each size runs in each of --formats, both sides alike (issue 23: >= 0.9x PyTorch in each):
+fp32 (contiguous, as above), fp32-cl (channels_last weights and inputs: the trainer's
+--channels-last true, PyTorch's module.to(memory_format=torch.channels_last) and inputs made
+channels_last) and bf16-cl (channels_last and bfloat16 autocast: --precision bf16, PyTorch's
+torch.autocast("cuda", torch.bfloat16)). Prints one JSON object; every figure is a GPU figure,
+nothing is emulated.
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -36,6 +43,12 @@ MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 SETTINGS = {224: {"batch": 128, "samples": 2048}, 32: {"batch": 256, "samples": 50000}}
 SKIP = 0.3
+# Per format: (fulcrum-trainer flags, channels_last, autocast dtype).
+FORMATS = {
+    "fp32": ([], False, None),
+    "fp32-cl": (["--channels-last", "true"], True, None),
+    "bf16-cl": (["--channels-last", "true", "--precision", "bf16"], True, torch.bfloat16),
+}
 
 
 def write_model(path):
@@ -44,8 +57,8 @@ def write_model(path):
     torch.jit.script(torchvision.models.resnet18(num_classes=10)).save(path)
 
 
-def fulcrum_run(args, dataset, model, batch, steps, out):
-    sample_log = os.path.join(out, f"fulcrum-{os.path.basename(dataset)}.samples")
+def fulcrum_run(args, dataset, model, batch, steps, out, data_format):
+    sample_log = os.path.join(out, f"fulcrum-{os.path.basename(dataset)}-{data_format}.samples")
     if os.path.exists(sample_log):
         os.remove(sample_log)
     command = [args.trainer, "--world-size", "1", "--rank", "0",
@@ -55,7 +68,7 @@ def fulcrum_run(args, dataset, model, batch, steps, out):
                "--normalize-mean", ",".join(map(str, MEAN)),
                "--normalize-std", ",".join(map(str, STD)), "--lr", "0.01",
                "--loader-threads", str(args.loader_threads), "--threads", "8",
-               "--sample-log", sample_log]
+               "--sample-log", sample_log] + FORMATS[data_format][0]
     with open(sample_log + ".log", "w") as log:
         subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=1800)
     lines = [json.loads(line) for line in open(sample_log)]
@@ -85,17 +98,20 @@ class PackedImages(torch.utils.data.Dataset):
         return torch.from_numpy(np.array(self.images[index])), int(self.labels[index])
 
 
-def pytorch_runs(dataset, model_path, batch, steps):
+def pytorch_runs(dataset, model_path, batch, steps, data_format):
     device = torch.device("cuda", 0)
-    module = torch.jit.load(model_path).to(device)
+    _, channels_last, autocast = FORMATS[data_format]
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    module = torch.jit.load(model_path).to(device, memory_format=memory_format)
     ddp = torch.nn.parallel.DistributedDataParallel(module, device_ids=[0])
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
     std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
 
     def step(images, labels):
-        x = images.float().div_(255).sub_(mean).div_(std)
-        loss = F.cross_entropy(ddp(x), labels)
+        x = images.float().div_(255).sub_(mean).div_(std).contiguous(memory_format=memory_format)
+        with (torch.autocast("cuda", dtype=autocast) if autocast else contextlib.nullcontext()):
+            loss = F.cross_entropy(ddp(x), labels)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -137,7 +153,11 @@ def main():
     parser.add_argument("--sizes", default="224,32")
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--loader-threads", type=int, default=4)
+    parser.add_argument("--formats", default=",".join(FORMATS))
     args = parser.parse_args()
+    formats = args.formats.split(",")
+    if not set(formats) <= set(FORMATS):
+        parser.error(f"--formats: each of {', '.join(FORMATS)}")
     os.makedirs(args.out, exist_ok=True)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     dist.init_process_group("nccl", rank=0, world_size=1)
@@ -149,14 +169,19 @@ def main():
         settings = SETTINGS[size]
         dataset = os.path.join(args.out, f"packed-{size}")
         write_random_images(dataset, settings["samples"], size, seed=1)
-        fulcrum = fulcrum_run(args, dataset, model, settings["batch"], args.steps, args.out)
-        pytorch = pytorch_runs(dataset, model, settings["batch"], args.steps)
-        results["sizes"][f"3x{size}x{size}"] = {
-            "batch": settings["batch"], "fulcrum": fulcrum, "pytorch": pytorch,
-            "fulcrum_over_dataloader": fulcrum["samples_per_second"] / pytorch["dataloader"],
-            "fulcrum_over_batches_on_gpu":
-                fulcrum["samples_per_second"] / pytorch["batches_on_gpu"],
-            "goals": {"over_dataloader": ">= 1.0", "over_batches_on_gpu": ">= 0.9"}}
+        for data_format in formats:
+            fulcrum = fulcrum_run(args, dataset, model, settings["batch"], args.steps, args.out,
+                                  data_format)
+            pytorch = pytorch_runs(dataset, model, settings["batch"], args.steps, data_format)
+            results["sizes"].setdefault(f"3x{size}x{size}", {})[data_format] = {
+                "batch": settings["batch"], "fulcrum": fulcrum, "pytorch": pytorch,
+                "fulcrum_over_dataloader": fulcrum["samples_per_second"] / pytorch["dataloader"],
+                "fulcrum_over_batches_on_gpu":
+                    fulcrum["samples_per_second"] / pytorch["batches_on_gpu"],
+                "goals": {"over_dataloader": ">= 1.0", "over_batches_on_gpu": ">= 0.9"}}
+            # Partial results survive a run cut short (not a line of the final object's).
+            print("partial", json.dumps({"size": size, "format": data_format,
+                              **results["sizes"][f"3x{size}x{size}"][data_format]}), flush=True)
     dist.destroy_process_group()
     print(json.dumps(results, indent=2))
 

@@ -5,7 +5,11 @@ same synthetic data (ddp_baseline.SyntheticData, generated per batch inside the 
 trainer and the DDP baseline do), SGD lr 0.05 momentum 0.9, one torch thread.
 
 The job comes from FULCRUM_* variables (the launcher's coordinator); the emulated slowdown from
-FULCRUM_EMULATED_SLOWDOWN (EMULATION: a sleep after compute, benchmarks only)."""
+FULCRUM_EMULATED_SLOWDOWN (EMULATION: a sleep after compute, benchmarks only).
+
+--device cuda: the model on cuda:0, gradients all-reduced by --backend (gloo where several ranks
+share one GPU: NCCL refuses that), and the whole dataset made once and kept on the GPU (as
+ddp_baseline.py does there), so a step's indices select rows on the device."""
 import argparse
 import os
 import sys
@@ -42,18 +46,27 @@ def main() -> int:
     parser.add_argument("--classes", type=int, default=10)
     parser.add_argument("--dataset-size", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--backend", default=None, help="default: fulcrum.init's choice")
     arguments = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(arguments.seed)
 
-    job = fulcrum.init(device="cpu")
-    model = twin.make_model(torch, arguments.hidden, arguments.classes)
+    job = fulcrum.init(device=arguments.device, backend=arguments.backend)
+    model = twin.make_model(torch, arguments.hidden, arguments.classes).to(job.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     state = fulcrum.State(model=model, optimizer=optimizer)
     data = twin.SyntheticData(np, (3, arguments.image_size, arguments.image_size),
                               arguments.classes, arguments.seed)
+    on_gpu = job.device.type == "cuda"
+    if on_gpu:
+        pool = [torch.from_numpy(part).to(job.device)
+                for part in data.get(range(arguments.dataset_size))]
 
     def collate(indices):
+        if on_gpu:
+            rows = torch.tensor(indices, device=job.device)
+            return pool[0].index_select(0, rows), pool[1].index_select(0, rows)
         inputs, labels = data.get(indices)
         return torch.from_numpy(inputs), torch.from_numpy(labels)
 

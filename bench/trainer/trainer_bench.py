@@ -77,11 +77,11 @@ def run_json(command, failure):
     return summary
 
 
-def run_ddp(python, steps, global_batch, image_size, hidden):
+def run_ddp(python, steps, global_batch, image_size, hidden, slowdowns=SLOWDOWNS, extra=()):
     """One PyTorch DDP run (bench/trainer/ddp_baseline.py) under Debian's python3-torch."""
-    command = [python, os.path.join(ROOT, "bench", "trainer", "ddp_baseline.py"), "--slowdowns", SLOWDOWNS,
+    command = [python, os.path.join(ROOT, "bench", "trainer", "ddp_baseline.py"), "--slowdowns", slowdowns,
                "--steps", str(steps), "--global-batch", str(global_batch), "--image-size", str(image_size),
-               "--hidden", str(hidden)]
+               "--hidden", str(hidden), *extra]
     return run_json(command, f"ddp_baseline.py failed under {python} (Debian's python3-torch is needed)")
 
 
@@ -186,10 +186,13 @@ def judge_against_curve(summary, curve, slowdowns, global_batch):
             "pathological_batches_given": [b for b in given if b in bad]}
 
 
-def run(build_dir, policy, steps, global_batch, image_size, change=None, hidden=16, extra=()):
+def run(build_dir, policy, steps, global_batch, image_size, change=None, hidden=16, extra=(),
+        slowdowns=SLOWDOWNS, launcher_args=()):
+    """One scripts/local-train run; launcher_args are local-train's own (--bin-dir, --rank-env),
+    extra fulcrum-trainer's."""
     command = [sys.executable, os.path.join(ROOT, "scripts", "local-train"), "--build-dir", build_dir,
                "--policy", policy, "--steps", str(steps), "--global-batch", str(global_batch),
-               "--slowdowns", SLOWDOWNS, "--model", "cnn", "--quiet"]
+               "--slowdowns", slowdowns, "--model", "cnn", "--quiet", *launcher_args]
     if change:
         command += ["--change", change]
     command += ["--", "--hidden", str(hidden), "--image-size", str(image_size), *extra]

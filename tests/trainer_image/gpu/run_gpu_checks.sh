@@ -9,10 +9,14 @@
 #              fulcrum-nccl-collective-check, trainer_core_test (CUDA build)
 #     LIB_DIR  the build machine's shared libraries they need beyond libtorch/CUDA (gRPC, ...)
 #   ONLY="name ..." runs only the checks whose names start with one of those words.
-# Logs end up in OUT_DIR/logs.tar.gz, the c(b) curves in OUT_DIR/curve_*.json.
+# Logs end up in OUT_DIR/logs.tar.gz (written again after every check, so a run cut short still
+# brings back what it did), the benchmarks' JSON in OUT_DIR/*.json; OUT_DIR gets nothing else
+# (a lent machine brings back few files), the rest is in a scratch folder.
 set -uo pipefail
 bin=${1:?BIN_DIR}; libs=${2:?LIB_DIR}; out=${3:?OUT_DIR}
 mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
 torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 site=$(dirname "$(dirname "$torch_lib")")
@@ -22,7 +26,8 @@ echo "libtorch from $torch_lib ($(python3 -c 'import torch; print(torch.__versio
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 failures=0
-logs="$out/logs"; mkdir -p "$logs"
+logs="$work/logs"; mkdir -p "$logs"
+keep_logs() { tar -C "$work" -czf "$out/logs.tar.gz" logs; }
 wanted() {
   [[ -z ${ONLY:-} ]] && return 0
   local word; for word in $ONLY; do [[ $1 == "$word"* ]] && return 0; done; return 1
@@ -37,6 +42,7 @@ check() {  # check NAME COMMAND...: runs it, logs to OUT/logs/NAME.log, counts f
     echo "FAIL $name (exit $?, $((SECONDS - start)) s); last lines:"; tail -5 "$logs/$name.log"
     failures=$((failures + 1))
   fi
+  keep_logs
 }
 
 trainer() {  # one static rank on this GPU; the rendezvous store on a free loopback port
@@ -102,18 +108,6 @@ if wanted nccl_absent_peer; then
   fi
 fi
 
-# The fulcrum Python package (issue 26) on this GPU with this machine's CUDA torch: its wheels
-# from the bundle (DIR/python/wheels), a world of one under fulcrum-coordinator, NCCL, CUDA-event
-# timings, the series, parameters against plain PyTorch (tests/python/gpu_runtime_check.py).
-python_dir="$bin/../python"
-if wanted python_runtime && [[ -d $python_dir ]]; then
-  python3 -m pip install --quiet --no-index --find-links "$python_dir/wheels" \
-    --target "$out/python-deps" grpcio protobuf prometheus-client >"$logs/python_deps.log" 2>&1
-  check python_runtime env PYTHONPATH="$python_dir:$out/python-deps" \
-    python3 "$python_dir/gpu_runtime_check.py" "$bin/fulcrum-coordinator" "$logs/python-runtime"
-  sed -n '/^{/,$p' "$logs/python_runtime.log" >"$out/python_runtime.json"
-fi
-
 # Single-GPU equivalence: the same 20 MLP steps on the GPU (NCCL, gradients all-reduced in
 # place in GPU memory in 2 buckets overlapped with backward) and on the CPU (Gloo) end at the
 # same parameters within float tolerance.
@@ -152,10 +146,40 @@ wanted curve_resnet18_224 && cp "$logs/curve_resnet18_224.log" "$out/curve_resne
 
 # The data path against PyTorch (issue 22): packed uint8 data, torchvision ResNet-18 as
 # TorchScript, at 224x224 and 32x32 (bench/trainer/gpu_data_bench.py).
+# In fp32, fp32 channels_last and bf16 channels_last (issue 23), both sides alike.
 check data_path python3 "$(dirname "$0")/../../../bench/trainer/gpu_data_bench.py" \
-  --trainer "$bin/fulcrum-trainer" "$out/data_path"
-wanted data_path && sed -n '/^{/,$p' "$logs/data_path.log" >"$out/data_path.json"
+  --trainer "$bin/fulcrum-trainer" "$work/data_path"
+wanted data_path && { sed -n '/^{/,$p' "$logs/data_path.log" >"$out/data_path.json"; grep '^partial' "$logs/data_path.log" | cut -c1-600; }
 
-tar -C "$out" -czf "$out/logs.tar.gz" logs && rm -rf "$logs"
+# Real heterogeneity (issue 25): three trainers on this one GPU, each limited by MPS to its own
+# share of the multiprocessors, optimal against equal (bench/trainer/gpu_mps_bench.py).
+check mps_balance python3 "$(dirname "$0")/../../../bench/trainer/gpu_mps_bench.py" \
+  --bin "$bin" --workdir "$logs/mps"
+wanted mps_balance && sed -n '/^{/,$p' "$logs/mps_balance.log" >"$out/mps_balance.json"
+
+# The fulcrum Python package (issue 26) on this GPU with this machine's CUDA torch: its wheels
+# from the bundle (DIR/python/wheels), a world of one under fulcrum-coordinator, NCCL, CUDA-event
+# timings, the series, parameters against plain PyTorch (tests/python/gpu_runtime_check.py).
+python_dir="$bin/../python"
+if { wanted python_runtime || wanted python_bench; } && [[ -d $python_dir ]]; then
+  python3 -m pip install --quiet --no-index --find-links "$python_dir/wheels" \
+    --target "$work/python-deps" grpcio protobuf prometheus-client >"$logs/python_deps.log" 2>&1
+fi
+if wanted python_runtime && [[ -d $python_dir ]]; then
+  check python_runtime env PYTHONPATH="$python_dir:$work/python-deps" \
+    python3 "$python_dir/gpu_runtime_check.py" "$bin/fulcrum-coordinator" "$logs/python-runtime"
+  sed -n '/^{/,$p' "$logs/python_runtime.log" >"$out/python_runtime.json"
+fi
+# Its benchmark on this GPU: the package, fulcrum-trainer and PyTorch DDP (equal split), three
+# ranks each on this one GPU under MPS at 100/35/12% of the multiprocessors, the CNN at 64
+# channels on 3x32x32 (bench/trainer/python_runtime_bench.py --device cuda).
+if wanted python_bench && [[ -d $python_dir ]]; then
+  check python_bench env PYTHONPATH="$python_dir:$work/python-deps" \
+    python3 "$(dirname "$0")/../../../bench/trainer/python_runtime_bench.py" --device cuda \
+    --mps-percentages 100,35,12 --bin-dir "$bin" --hidden 64 --global-batch 1536 --rounds 1
+  sed -n '/^{/,$p' "$logs/python_bench.log" >"$out/python_bench.json"
+fi
+
+keep_logs
 echo "gpu checks: $failures failed"
 exit $((failures > 0))
