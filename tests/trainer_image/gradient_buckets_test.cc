@@ -48,16 +48,34 @@ class DoublingCollective final : public Collective {
 
 // Two parameters of 6 and 4 elements; with buckets of at least 4 elements the last parameter
 // (produced first by backward) fills bucket 0 and the first fills bucket 1, the last bucket.
+// One averaged tensor (a buffer) of 2 elements rides the last bucket.
 struct TwoLayers {
+  explicit TwoLayers(CollectiveMemory memory)
+      : buckets{
+            {first, second}, /*bucket_elements=*/4, torch::Device(torch::kCPU), {buffer}, memory} {}
   torch::Tensor first = torch::ones({6}, torch::requires_grad());
   torch::Tensor second = torch::ones({4}, torch::requires_grad());
-  GradientBuckets buckets{{first, second}, /*bucket_elements=*/4, torch::Device(torch::kCPU)};
+  torch::Tensor buffer = torch::tensor({2.0F, 6.0F});
+  GradientBuckets buckets;
 
   void Backward() { ((first * 3.0).sum() + (second * 5.0).sum()).backward(); }
 };
 
-TEST(GradientBuckets, TheControlValuesTravelAtTheEndOfTheLastBucketAndComeBackSummed) {
-  TwoLayers model;
+// Every behaviour holds whether the collective reduces the buffer itself or a host mirror of it
+// (the path GPU buckets take to Gloo, here on the CPU).
+class GradientBucketsIn : public testing::TestWithParam<CollectiveMemory> {
+ protected:
+  TwoLayers model{GetParam()};
+};
+INSTANTIATE_TEST_SUITE_P(Memory, GradientBucketsIn,
+                         testing::Values(CollectiveMemory::kBufferDevice,
+                                         CollectiveMemory::kHostMirror),
+                         [](const testing::TestParamInfo<CollectiveMemory>& info) {
+                           return info.param == CollectiveMemory::kHostMirror ? "HostMirror"
+                                                                              : "Buffer";
+                         });
+
+TEST_P(GradientBucketsIn, TheControlValuesTravelAtTheEndOfTheLastBucketAndComeBackSummed) {
   DoublingCollective collective;
   model.buckets.BeginStep(collective, nullptr, 3);
   model.buckets.Arm();
@@ -65,37 +83,37 @@ TEST(GradientBuckets, TheControlValuesTravelAtTheEndOfTheLastBucketAndComeBackSu
   model.buckets.SetControl(std::vector<double>{1.0, 7.0, 40.0});
   ASSERT_TRUE(model.buckets.Finish().ok());
 
-  // One chain of bucket collectives per step, the last one 3 values longer; nothing else.
-  EXPECT_EQ(collective.started, (std::vector<std::size_t>{4, 6 + 3}));
+  // One chain of bucket collectives per step, the last one longer by the averaged buffer (2) and
+  // the 3 control values; nothing else.
+  EXPECT_EQ(collective.started, (std::vector<std::size_t>{4, 6 + 2 + 3}));
   EXPECT_EQ(collective.double_collectives, 0);
   EXPECT_EQ(model.buckets.SummedControl(), (std::vector<double>{2.0, 14.0, 80.0}));
 }
 
-TEST(GradientBuckets, TheLocalSquaredNormIsTakenBeforeTheAllReduceOverwritesTheBuckets) {
+TEST_P(GradientBucketsIn, TheLocalSquaredNormIsTakenBeforeTheAllReduceOverwritesTheBuckets) {
   // Gradients 3 (6 elements) and 5 (4 elements): 6·9 + 4·25 = 154 on this rank; the doubling
   // collective would make it 616 if it were read after the all-reduce.
   for (bool overlap : {true, false}) {
-    TwoLayers model;
+    TwoLayers layers(GetParam());
     DoublingCollective collective;
-    model.buckets.BeginStep(collective, nullptr, 1);
-    if (overlap) model.buckets.Arm();
-    model.Backward();
-    model.buckets.SetControl(std::vector<double>{1.0});
-    ASSERT_TRUE(model.buckets.Finish().ok());
-    EXPECT_DOUBLE_EQ(model.buckets.LocalSquaredNorm(), 154.0) << "overlap " << overlap;
+    layers.buckets.BeginStep(collective, nullptr, 1);
+    if (overlap) layers.buckets.Arm();
+    layers.Backward();
+    layers.buckets.SetControl(std::vector<double>{1.0});
+    ASSERT_TRUE(layers.buckets.Finish().ok());
+    EXPECT_DOUBLE_EQ(layers.buckets.LocalSquaredNorm(), 154.0) << "overlap " << overlap;
     // The next step starts from zero.
-    model.first.mutable_grad().zero_();
-    model.second.mutable_grad().zero_();
-    model.buckets.BeginStep(collective, nullptr, 1);
-    model.Backward();
-    model.buckets.SetControl(std::vector<double>{1.0});
-    ASSERT_TRUE(model.buckets.Finish().ok());
-    EXPECT_DOUBLE_EQ(model.buckets.LocalSquaredNorm(), 154.0);
+    layers.first.mutable_grad().zero_();
+    layers.second.mutable_grad().zero_();
+    layers.buckets.BeginStep(collective, nullptr, 1);
+    layers.Backward();
+    layers.buckets.SetControl(std::vector<double>{1.0});
+    ASSERT_TRUE(layers.buckets.Finish().ok());
+    EXPECT_DOUBLE_EQ(layers.buckets.LocalSquaredNorm(), 154.0);
   }
 }
 
-TEST(GradientBuckets, TheLastBucketWaitsForTheControlValues) {
-  TwoLayers model;
+TEST_P(GradientBucketsIn, TheLastBucketWaitsForTheControlValues) {
   DoublingCollective collective;
   model.buckets.BeginStep(collective, nullptr, 2);
   model.buckets.Arm();
@@ -107,8 +125,7 @@ TEST(GradientBuckets, TheLastBucketWaitsForTheControlValues) {
   ASSERT_TRUE(model.buckets.Finish().ok());
 }
 
-TEST(GradientBuckets, MeanGradientsDivideTheGradientsButNotTheControlValues) {
-  TwoLayers model;
+TEST_P(GradientBucketsIn, MeanGradientsDivideTheGradientsButNotTheControlValues) {
   DoublingCollective collective;
   model.buckets.BeginStep(collective, nullptr, 1);
   model.Backward();  // not armed: everything goes out in Finish
@@ -122,8 +139,7 @@ TEST(GradientBuckets, MeanGradientsDivideTheGradientsButNotTheControlValues) {
   EXPECT_EQ(model.buckets.SummedControl(), (std::vector<double>{20.0}));
 }
 
-TEST(GradientBuckets, ClippingScalesTheMeanGradientToTheGlobalNormOnlyWhenLarger) {
-  TwoLayers model;
+TEST_P(GradientBucketsIn, ClippingScalesTheMeanGradientToTheGlobalNormOnlyWhenLarger) {
   DoublingCollective collective;
   for (double max_norm : {0.0, 100.0, 1.0}) {
     model.first.mutable_grad() = torch::Tensor();  // each step starts without gradients
@@ -144,8 +160,7 @@ TEST(GradientBuckets, ClippingScalesTheMeanGradientToTheGlobalNormOnlyWhenLarger
   EXPECT_NEAR(clipped, 1.0, 1e-6);
 }
 
-TEST(GradientBuckets, AWiderWorldsLongerControlFitsInTheNextStep) {
-  TwoLayers model;
+TEST_P(GradientBucketsIn, AWiderWorldsLongerControlFitsInTheNextStep) {
   DoublingCollective collective;
   for (std::size_t control_elements : {2U, 9U}) {
     collective.started.clear();
@@ -154,14 +169,27 @@ TEST(GradientBuckets, AWiderWorldsLongerControlFitsInTheNextStep) {
     const std::vector<double> control(control_elements, 1.0);
     model.buckets.SetControl(control);
     ASSERT_TRUE(model.buckets.Finish().ok());
-    EXPECT_EQ(collective.started.back(), 6 + control_elements);
+    EXPECT_EQ(collective.started.back(), 6 + 2 + control_elements);
     EXPECT_EQ(model.buckets.SummedControl(), std::vector<double>(control_elements, 2.0));
     for (torch::Tensor parameter : {model.first, model.second}) parameter.mutable_grad().zero_();
   }
 }
 
-TEST(GradientBuckets, FinishWithoutControlValuesFailsInsteadOfWaitingForever) {
-  TwoLayers model;
+TEST_P(GradientBucketsIn, AveragedTensorsBecomeTheBatchWeightedMeanOfTheRanks) {
+  // Two identical ranks of local batch 3 each (the doubling collective): the sum of batch times
+  // buffer over the ranks, divided by the global batch 6, is the buffer itself.
+  DoublingCollective collective;
+  model.buckets.BeginStep(collective, nullptr, 1);
+  model.Backward();
+  model.buckets.SetControl(std::vector<double>{6.0}, /*averaged_weight=*/3.0);
+  model.buffer.fill_(-1.0F);  // what this rank held is overwritten, not added to
+  ASSERT_TRUE(model.buckets.Finish().ok());
+  model.buckets.WriteAveraged(6.0);
+  EXPECT_TRUE(torch::equal(model.buffer, torch::tensor({2.0F, 6.0F})));
+  EXPECT_EQ(model.buckets.SummedControl(), (std::vector<double>{12.0}));
+}
+
+TEST_P(GradientBucketsIn, FinishWithoutControlValuesFailsInsteadOfWaitingForever) {
   DoublingCollective collective;
   model.buckets.BeginStep(collective, nullptr, 2);
   model.Backward();
@@ -170,8 +198,7 @@ TEST(GradientBuckets, FinishWithoutControlValuesFailsInsteadOfWaitingForever) {
   EXPECT_EQ(status.error().code, ErrorCode::kInternal);
 }
 
-TEST(GradientBuckets, ControlValuesOfTheWrongLengthFailTheStep) {
-  TwoLayers model;
+TEST_P(GradientBucketsIn, ControlValuesOfTheWrongLengthFailTheStep) {
   DoublingCollective collective;
   model.buckets.BeginStep(collective, nullptr, 2);
   model.Backward();

@@ -280,11 +280,12 @@ Status Trainer::Init() {
   order_ = std::make_unique<SampleOrder>(dataset_->size(), config_.seed, config_.shuffle);
   std::vector<torch::Tensor> buffers;
   for (const NamedTensor& buffer : model_->NamedBuffers()) buffers.push_back(buffer.tensor);
-  // NCCL reduces the buckets in GPU memory; Gloo in host memory. Buffers are averaged in them.
+  // The buckets live on the compute device; NCCL reduces them there, Gloo in host memory (GPU
+  // buckets staged through a pinned mirror). Buffers are averaged in them.
   buckets_ = std::make_unique<GradientBuckets>(
-      parameters_, config_.bucket_elements,
-      collective_kind_ == CollectiveKind::kNccl ? compute_->device() : torch::Device(torch::kCPU),
-      buffers);
+      parameters_, config_.bucket_elements, compute_->device(), buffers,
+      collective_kind_ == CollectiveKind::kNccl ? CollectiveMemory::kBufferDevice
+                                                : CollectiveMemory::kHost);
   optimizer_ = MakeOptimizer(config_.optimizer, parameters_);
   std::vector<std::string> trained_names;
   for (const NamedTensor& parameter : named_parameters_) {

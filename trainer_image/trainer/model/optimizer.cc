@@ -11,6 +11,13 @@ std::vector<torch::Tensor> ZerosLike(const std::vector<torch::Tensor>& parameter
   return zeros;
 }
 
+std::vector<torch::Tensor> Gradients(const std::vector<torch::Tensor>& parameters) {
+  std::vector<torch::Tensor> gradients;
+  gradients.reserve(parameters.size());
+  for (const torch::Tensor& parameter : parameters) gradients.push_back(parameter.grad());
+  return gradients;
+}
+
 std::vector<std::string> SlotNames(const std::string& slot,
                                    const std::vector<std::string>& parameter_names) {
   std::vector<std::string> names;
@@ -20,21 +27,27 @@ std::vector<std::string> SlotNames(const std::string& slot,
 
 // PyTorch's SGD with dampening 0: g <- g + wd * p; buf <- momentum * buf + g; then
 // p <- p - lr * buf, or with Nesterov p <- p - lr * (g + momentum * buf).
+// Both optimizers update every parameter with one _foreach_ operation per term, as PyTorch's
+// foreach implementation does: on a GPU a few multi-tensor kernels instead of three or four
+// launches per parameter (ResNet-18 has 62; the launches left the GPU idle between steps); on the
+// CPU the same loop as before. The arithmetic is the same, term by term.
 class MomentumSgd final : public Optimizer {
  public:
   MomentumSgd(const OptimizerOptions& options, const std::vector<torch::Tensor>& parameters)
       : options_(options), buffers_(ZerosLike(parameters)) {}
   void Step(const std::vector<torch::Tensor>& parameters, double learning_rate) override {
     torch::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < parameters.size(); ++i) {
-      torch::Tensor grad = parameters[i].grad();
-      if (options_.weight_decay != 0.0) grad = grad.add(parameters[i], options_.weight_decay);
-      buffers_[i].mul_(options_.momentum).add_(grad);
-      if (options_.nesterov) {
-        parameters[i].sub_(grad.add(buffers_[i], options_.momentum), learning_rate);
-      } else {
-        parameters[i].sub_(buffers_[i], learning_rate);
-      }
+    std::vector<torch::Tensor> gradients = Gradients(parameters);
+    if (options_.weight_decay != 0.0) {
+      gradients = at::_foreach_add(gradients, parameters, options_.weight_decay);
+    }
+    at::_foreach_mul_(buffers_, options_.momentum);
+    at::_foreach_add_(buffers_, gradients);
+    if (options_.nesterov) {
+      at::_foreach_add_(parameters, at::_foreach_add(gradients, buffers_, options_.momentum),
+                        -learning_rate);
+    } else {
+      at::_foreach_add_(parameters, buffers_, -learning_rate);
     }
   }
   std::vector<torch::Tensor> State() override { return buffers_; }
@@ -65,20 +78,22 @@ class Adam final : public Optimizer {
     const double correction1 = 1.0 - std::pow(kBeta1, t);
     const double correction2 = 1.0 - std::pow(kBeta2, t);
     const bool decoupled = options_.kind == OptimizerKind::kAdamW;
-    for (std::size_t i = 0; i < parameters.size(); ++i) {
-      torch::Tensor grad = parameters[i].grad();
-      if (options_.weight_decay != 0.0) {
-        if (decoupled) {
-          parameters[i].mul_(1.0 - learning_rate * options_.weight_decay);
-        } else {
-          grad = grad.add(parameters[i], options_.weight_decay);
-        }
+    std::vector<torch::Tensor> gradients = Gradients(parameters);
+    if (options_.weight_decay != 0.0) {
+      if (decoupled) {
+        at::_foreach_mul_(parameters, 1.0 - learning_rate * options_.weight_decay);
+      } else {
+        gradients = at::_foreach_add(gradients, parameters, options_.weight_decay);
       }
-      first_[i].mul_(kBeta1).add_(grad, 1.0 - kBeta1);
-      second_[i].mul_(kBeta2).addcmul_(grad, grad, 1.0 - kBeta2);
-      const torch::Tensor denominator = (second_[i] / correction2).sqrt_().add_(kEpsilon);
-      parameters[i].addcdiv_(first_[i], denominator, -learning_rate / correction1);
     }
+    at::_foreach_mul_(first_, kBeta1);
+    at::_foreach_add_(first_, gradients, 1.0 - kBeta1);
+    at::_foreach_mul_(second_, kBeta2);
+    at::_foreach_addcmul_(second_, gradients, gradients, 1.0 - kBeta2);
+    std::vector<torch::Tensor> denominator = at::_foreach_div(second_, correction2);
+    at::_foreach_sqrt_(denominator);
+    at::_foreach_add_(denominator, kEpsilon);
+    at::_foreach_addcdiv_(parameters, first_, denominator, -learning_rate / correction1);
   }
   std::vector<torch::Tensor> State() override {
     std::vector<torch::Tensor> state = first_;
