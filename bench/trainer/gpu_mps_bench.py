@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-from mps_daemon import PERCENTAGE_VARIABLE, mps_daemon  # this folder is on sys.path
+from mps_daemon import PERCENTAGE_VARIABLE, gpu_name, mps_daemon  # this folder is on sys.path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -62,11 +62,7 @@ def main():
     args = parser.parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="fulcrum-gpu-mps-bench-")
     os.makedirs(workdir, exist_ok=True)
-    # The GPU's name from nvidia-smi: this process makes no CUDA context (one outside MPS would
-    # share the GPU with its clients).
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                         capture_output=True, text=True, check=False).stdout.strip()
-    report = {"gpu": gpu, "emulated": False,
+    report = {"gpu": gpu_name(), "emulated": False,
               "heterogeneity": f"MPS: {PERCENTAGE_VARIABLE} per trainer",
               "model": f"resnet18 3x{args.image_size}x{args.image_size}",
               "global_batch": args.global_batch, "steps": args.steps, "policies": {}}

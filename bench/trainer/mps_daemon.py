@@ -30,3 +30,10 @@ def mps_daemon(log_directory):
                             "output": (started.stdout + started.stderr)[-500:]}
     finally:
         _control(environment, "quit\n")
+
+
+def gpu_name():
+    """The GPU's name from nvidia-smi: the caller makes no CUDA context (one outside MPS would
+    share the GPU with the daemon's clients)."""
+    return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                          capture_output=True, text=True, check=False).stdout.strip()

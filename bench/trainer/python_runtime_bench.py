@@ -41,7 +41,7 @@ sys.path.insert(0, HERE)
 from child_processes import kill_all, wait_for_ranks  # noqa: E402
 from ddp_baseline import MALLOC_ENVIRONMENT  # noqa: E402
 from json_lines import read_json_lines  # noqa: E402
-from mps_daemon import PERCENTAGE_VARIABLE, mps_daemon  # noqa: E402
+from mps_daemon import PERCENTAGE_VARIABLE, gpu_name, mps_daemon  # noqa: E402
 from rounds import interleaved_rounds  # noqa: E402
 from trainer_bench import ROOT, SKIP_FRACTION, SLOWDOWNS, run, run_ddp  # noqa: E402
 
@@ -198,9 +198,7 @@ def main():
                 for p, o in zip(runs["python"], runs[other])]
     over_ddp, over_trainer = ratios("ddp"), ratios("trainer")
     if args.device == "cuda":
-        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=False).stdout.strip()
-        device = (f"GPU {gpu}: 3 processes on cuda:0 under MPS, "
+        device = (f"GPU {gpu_name()}: 3 processes on cuda:0 under MPS, "
                   f"{PERCENTAGE_VARIABLE} {args.mps_percentages}; nothing emulated; Gloo")
     else:
         device = ("CPU (no GPU figure): 3 processes, 1 torch thread each, on "
