@@ -269,7 +269,7 @@ void GradientBuckets::WriteAveraged(double total_weight) {
   if (total_weight <= 0.0 || averaged_.empty()) return;
   torch::NoGradGuard no_grad;
   // One division for all of them; then the float32 ones (BatchNorm's statistics) assigned
-  // together, the others (counters: rounded) one by one.
+  // together, the others one by one (integer counters rounded).
   const torch::Tensor means =
       flat_.narrow(0, gradient_elements_, averaged_elements_).div(total_weight);
   std::vector<torch::Tensor> targets, sources;
