@@ -49,6 +49,7 @@ import tempfile
 import time
 
 from child_processes import wait_for_ranks
+from mps_daemon import PERCENTAGE_VARIABLE
 
 # Constants of trainer_image/trainer/data/dataset.cc and sample_order.cc.
 GOLDEN_GAMMA = 0x9E3779B97F4A7C15
@@ -119,6 +120,22 @@ class SyntheticData:
         out[..., 1] = radius * np.sin(angle)
         return out.reshape(len(states), 2 * pairs)[:, :count]
 
+    def batches_on(self, torch, device, dataset_size):
+        """A function of a step's indices returning (inputs, labels) as tensors on `device`. On
+        a GPU the whole dataset is made once and kept there, so the host's generator is not what
+        a step times; on the CPU each batch is generated inside the step, as the trainer does."""
+        if device.type != "cuda":
+            def generated(indices):
+                inputs, labels = self.get(indices)
+                return torch.from_numpy(inputs), torch.from_numpy(labels)
+            return generated
+        inputs, labels = (torch.from_numpy(part).to(device) for part in self.get(range(dataset_size)))
+
+        def selected(indices):
+            rows = torch.tensor(indices, device=device)
+            return inputs.index_select(0, rows), labels.index_select(0, rows)
+        return selected
+
     def get(self, indices):
         np = self.np
         with np.errstate(over="ignore"):
@@ -187,15 +204,7 @@ def worker(args):
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, broadcast_buffers=args.broadcast_buffers,
         device_ids=[0] if device.type == "cuda" else None)
-    if device.type == "cuda":  # the whole dataset, made once, on the GPU
-        pool = [torch.from_numpy(part).to(device) for part in data.get(range(args.dataset_size))]
-
-    def batch(indices):
-        if device.type == "cuda":
-            rows = torch.tensor(indices, device=device)
-            return pool[0].index_select(0, rows), pool[1].index_select(0, rows)
-        inputs, labels = data.get(indices)
-        return torch.from_numpy(inputs), torch.from_numpy(labels)
+    batch = data.batches_on(torch, device, args.dataset_size)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
 
     # The emulated slowdown, where DDP starts the all-reduce (backward has produced the bucket's
@@ -271,7 +280,7 @@ def launch(args):
         command = [sys.executable, os.path.abspath(__file__), "--worker", "--rank", str(rank),
                    "--result", os.path.join(workdir, f"rank-{rank}.json")] + args.passthrough
         log = open(os.path.join(workdir, f"rank-{rank}.log"), "w")
-        own = ({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(args.mps_percentage_list[rank])}
+        own = ({PERCENTAGE_VARIABLE: str(args.mps_percentage_list[rank])}
                if args.mps_percentage_list else {})
         children.append(subprocess.Popen(command, env={**environment, **own}, stdout=log,
                                          stderr=subprocess.STDOUT))

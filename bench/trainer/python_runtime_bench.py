@@ -150,11 +150,9 @@ def main():
                    os.path.join(args.build_dir,
                                 "operator/cmd/fulcrum_coordinator/fulcrum-coordinator"))
     launcher_args = ["--bin-dir", args.bin_dir] if args.bin_dir else []
-    trainer_flags = []
     for rank, percentage in enumerate(percentages):
         launcher_args += ["--rank-env", f"{rank}:{PERCENTAGE_VARIABLE}={percentage}"]
-    if args.device == "cuda":
-        trainer_flags = ["--device", "cuda", "--collective", "gloo"]
+    trainer_flags = ["--device", "cuda", "--collective", "gloo"] if args.device == "cuda" else []
     ddp_flags = (["--device", "cuda", "--mps-percentages", args.mps_percentages]
                  if args.device == "cuda" else [])
     systems = ["python", "trainer", "ddp"]

@@ -58,17 +58,7 @@ def main() -> int:
     state = fulcrum.State(model=model, optimizer=optimizer)
     data = twin.SyntheticData(np, (3, arguments.image_size, arguments.image_size),
                               arguments.classes, arguments.seed)
-    on_gpu = job.device.type == "cuda"
-    if on_gpu:
-        pool = [torch.from_numpy(part).to(job.device)
-                for part in data.get(range(arguments.dataset_size))]
-
-    def collate(indices):
-        if on_gpu:
-            rows = torch.tensor(indices, device=job.device)
-            return pool[0].index_select(0, rows), pool[1].index_select(0, rows)
-        inputs, labels = data.get(indices)
-        return torch.from_numpy(inputs), torch.from_numpy(labels)
+    collate = data.batches_on(torch, job.device, arguments.dataset_size)
 
     @job.elastic(state)
     def train(state):
