@@ -3,10 +3,10 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/lib/common.s
 
 CLUSTER_DIR_DEFAULT="${FULCRUM_CLUSTER_DIR:-/tmp/fulcrum-cluster}"
 
-# A port on 127.0.0.1 that nothing listens on right now.
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# A port on 127.0.0.1 that nothing listens on right now (why from below the ephemeral range:
+# scripts/lib/free_port.py). tests/cluster/up still guards against a port lost to another
+# cluster started at the same moment.
+free_port() { /usr/bin/python3 "$FULCRUM_ROOT/scripts/lib/free_port.py"; }
 
 port_busy() {  # port_busy PORT: true when something accepts connections on it
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
