@@ -1,5 +1,6 @@
 #include "tests/trainer_image/harness/contract_models.h"
 
+#include <filesystem>
 #include <iostream>
 
 #include "tests/support/subprocess.h"
@@ -9,7 +10,10 @@ namespace fulcrum::testing {
 
 const std::string& ContractModels() {
   static const std::string directory = [] {
-    const std::string made = FreshDirectory("contract-models");
+    // One folder per test binary: ctest runs equivalence and model-contract tests at once, and a
+    // shared one was emptied by the one while the other trained from it.
+    const std::string made = FreshDirectory(
+        "contract-models-" + std::filesystem::read_symlink("/proc/self/exe").filename().string());
     const CommandResult run =
         RunShell("/usr/bin/python3 " +
                  ShellQuote(std::string(FULCRUM_SOURCE_DIR) +
