@@ -101,7 +101,8 @@ TEST_P(GradientBucketsIn, TheLocalSquaredNormIsTakenBeforeTheAllReduceOverwrites
     layers.Backward();
     layers.buckets.SetControl(std::vector<double>{1.0});
     ASSERT_TRUE(layers.buckets.Finish().ok());
-    EXPECT_DOUBLE_EQ(layers.buckets.LocalSquaredNorm(), 154.0) << "overlap " << overlap;
+    EXPECT_DOUBLE_EQ(layers.buckets.LocalSquaredNorm().item<double>(), 154.0)
+        << "overlap " << overlap;
     // The next step starts from zero.
     layers.first.mutable_grad().zero_();
     layers.second.mutable_grad().zero_();
@@ -109,8 +110,28 @@ TEST_P(GradientBucketsIn, TheLocalSquaredNormIsTakenBeforeTheAllReduceOverwrites
     layers.Backward();
     layers.buckets.SetControl(std::vector<double>{1.0});
     ASSERT_TRUE(layers.buckets.Finish().ok());
-    EXPECT_DOUBLE_EQ(layers.buckets.LocalSquaredNorm(), 154.0);
+    EXPECT_DOUBLE_EQ(layers.buckets.LocalSquaredNorm().item<double>(), 154.0);
   }
+}
+
+TEST_P(GradientBucketsIn, AControlValueLeftOnTheDeviceIsAddedToItsSlotAndSummed) {
+  // The trainer leaves the loss sum on the device; it rides its slot like the host's values.
+  DoublingCollective collective;
+  model.buckets.BeginStep(collective, nullptr, 3);
+  model.Backward();
+  const GradientBuckets::DeviceValue loss{1, torch::full({}, 2.25, torch::kFloat64)};
+  model.buckets.SetControl(std::vector<double>{4.0, 0.0, 1.0}, 0.0, std::span(&loss, 1));
+  ASSERT_TRUE(model.buckets.Finish().ok());
+  EXPECT_EQ(model.buckets.SummedControl(), (std::vector<double>{8.0, 4.5, 2.0}));
+}
+
+TEST_P(GradientBucketsIn, AControlValueBeyondTheControlValuesFailsTheStep) {
+  DoublingCollective collective;
+  model.buckets.BeginStep(collective, nullptr, 1);
+  model.Backward();
+  const GradientBuckets::DeviceValue stray{1, torch::ones({}, torch::kFloat64)};
+  model.buckets.SetControl(std::vector<double>{4.0}, 0.0, std::span(&stray, 1));
+  EXPECT_FALSE(model.buckets.Finish().ok());
 }
 
 TEST_P(GradientBucketsIn, TheLastBucketWaitsForTheControlValues) {
@@ -149,7 +170,7 @@ TEST_P(GradientBucketsIn, ClippingScalesTheMeanGradientToTheGlobalNormOnlyWhenLa
     model.buckets.SetControl(std::vector<double>{10.0});
     ASSERT_TRUE(model.buckets.Finish().ok());
     // Mean gradients 1.5 (6 of them) and 2.5 (4): a global norm of sqrt(6 * 2.25 + 4 * 6.25).
-    const double norm = model.buckets.WriteMeanGradients(4.0, max_norm);
+    const double norm = model.buckets.WriteMeanGradients(4.0, max_norm).item<double>();
     EXPECT_NEAR(norm, std::sqrt(6 * 2.25 + 4 * 6.25), 1e-6);
     const double scale = max_norm == 1.0 ? 1.0 / norm : 1.0;
     EXPECT_TRUE(torch::allclose(model.first.grad(), torch::full({6}, 1.5 * scale))) << max_norm;

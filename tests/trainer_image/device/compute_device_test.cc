@@ -27,6 +27,20 @@ TEST(OpenComputeDevice, AutoWithoutAGpuTrainsOnTheCpu) {
   EXPECT_TRUE((*device)->device().is_cpu());
 }
 
+TEST(ComputeDevice, DeferredScalarsArriveAsFloat64InTheOrderGiven) {
+  // On whichever device this machine trains on (the GPU where there is one): the loss, the norms.
+  const Result<std::unique_ptr<ComputeDevice>> device = OpenComputeDevice(DeviceKind::kAuto, 0);
+  ASSERT_TRUE(device.ok());
+  const torch::Device where = (*device)->device();
+  const torch::Tensor loss = torch::full({}, 2.5f, torch::TensorOptions().device(where));
+  const torch::Tensor norm =
+      torch::full({}, 0.1, torch::TensorOptions(torch::kFloat64).device(where));
+  const torch::Tensor on_host = torch::full({}, 7, torch::kInt64);
+  const DeferredScalars deferred = (*device)->DeferToHost({loss, norm, on_host});
+  EXPECT_EQ((*device)->ReadDeferred(deferred), (std::vector<double>{2.5, 0.1, 7.0}));
+  EXPECT_TRUE((*device)->ReadDeferred((*device)->DeferToHost({})).empty());
+}
+
 TEST(DeviceWhere, LeavesOutWhatIsNotKnown) {
   EXPECT_EQ(DeviceWhere("n", ""), " on node n");
   EXPECT_EQ(DeviceWhere("", "img"), " (image img)");

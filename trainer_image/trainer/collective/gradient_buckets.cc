@@ -93,7 +93,8 @@ bool GradientBuckets::started_any() const {
   return next_bucket_ > 0;
 }
 
-void GradientBuckets::SetControl(std::span<const double> values, double averaged_weight) {
+void GradientBuckets::SetControl(std::span<const double> values, double averaged_weight,
+                                 std::span<const DeviceValue> on_device) {
   std::lock_guard lock(mutex_);
   if (control_set_ || values.size() != control_elements_) {
     error_ = MakeError(ErrorCode::kInternal,
@@ -111,25 +112,38 @@ void GradientBuckets::SetControl(std::span<const double> values, double averaged
   }
   const int64_t control_offset = gradient_elements_ + averaged_elements_;
   const auto count = static_cast<int64_t>(values.size());
+  std::vector<double> all(values.begin(), values.end());
+  const bool on_this_device = flat_.is_cuda() && !staged();
+  for (const DeviceValue& extra : on_device) {
+    if (extra.index >= all.size()) {
+      error_ = MakeError(ErrorCode::kInternal, "a device control value beyond the control values");
+      return;
+    }
+    // Elsewhere the host writes the values, so it reads these first (a wait on the device).
+    if (!on_this_device) all[extra.index] += extra.value.item<double>();
+  }
   auto to_float = [](double value) { return static_cast<float>(value); };
   if (staged()) {
     // Straight into the host mirror the collective reduces; the last bucket's copy down leaves
     // them alone.
-    std::transform(values.begin(), values.end(), host_.data_ptr<float>() + control_offset,
-                   to_float);
+    std::transform(all.begin(), all.end(), host_.data_ptr<float>() + control_offset, to_float);
   } else if (flat_.is_cuda()) {
     // Through pinned memory, ordered on the producer stream like the gradients' copies: the
     // staging buffer is rewritten only next step, after Finish waited for this collective.
     if (control_staging_.numel() < count) {
       control_staging_ = torch::empty({count}, torch::kFloat32).pin_memory();
     }
-    std::transform(values.begin(), values.end(), control_staging_.data_ptr<float>(), to_float);
+    std::transform(all.begin(), all.end(), control_staging_.data_ptr<float>(), to_float);
     torch::NoGradGuard no_grad;
-    flat_.narrow(0, control_offset, count)
-        .copy_(control_staging_.narrow(0, 0, count), /*non_blocking=*/true);
+    torch::Tensor control = flat_.narrow(0, control_offset, count);
+    control.copy_(control_staging_.narrow(0, 0, count), /*non_blocking=*/true);
+    // Added in float64 and rounded once, as the host does.
+    for (const DeviceValue& extra : on_device) {
+      torch::Tensor slot = control.narrow(0, static_cast<int64_t>(extra.index), 1);
+      slot.copy_(slot.to(torch::kFloat64).add(extra.value.reshape({1}).to(flat_.device())));
+    }
   } else {
-    std::transform(values.begin(), values.end(), flat_.data_ptr<float>() + control_offset,
-                   to_float);
+    std::transform(all.begin(), all.end(), flat_.data_ptr<float>() + control_offset, to_float);
   }
   control_set_ = true;
   --missing_.back();
@@ -237,18 +251,24 @@ Status GradientBuckets::Finish() {
   return Ok();
 }
 
-double GradientBuckets::LocalSquaredNorm() const {
+torch::Tensor GradientBuckets::LocalSquaredNorm() const {
   std::lock_guard lock(mutex_);
-  return local_squares_.defined() ? local_squares_.item<double>() : 0.0;
+  return local_squares_.defined() ? local_squares_
+                                  : torch::zeros({}, flat_.options().dtype(torch::kFloat64));
 }
 
-double GradientBuckets::WriteMeanGradients(double global_batch, double max_norm) {
+torch::Tensor GradientBuckets::WriteMeanGradients(double global_batch, double max_norm) {
   torch::NoGradGuard no_grad;
   torch::Tensor gradients = flat_.narrow(0, 0, gradient_elements_);
   gradients.div_(global_batch);
   // In float64, so the norm does not depend on how float32 partial sums were ordered.
-  const double norm = gradients.to(torch::kFloat64).norm().item<double>();
-  if (max_norm > 0.0 && norm > max_norm) gradients.mul_(max_norm / norm);
+  const torch::Tensor norm = gradients.to(torch::kFloat64).norm();
+  // max_norm / norm where the norm is larger, else 1 (a multiplication by 1 is exact): a norm of
+  // 0 (infinity) or NaN (NaN) gives 1, as the host's `if (norm > max_norm)` did. Divided in
+  // float64 and applied in the gradients' float32, as `gradients.mul_(max_norm / norm)` was.
+  if (max_norm > 0.0) {
+    gradients.mul_(torch::full_like(norm, max_norm).div_(norm).nan_to_num_(1.0).clamp_max_(1.0));
+  }
   std::vector<torch::Tensor> targets, means;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     torch::Tensor& parameter = parameters_[i];

@@ -70,8 +70,15 @@ class GradientBuckets {
   bool started_any() const;
   // This rank's control values for the step (BeginStep's length), and the averaged tensors as
   // they are now times `averaged_weight` (the local batch); the last bucket goes out with them
-  // once its gradients are in too. Call once per step, before Finish.
-  void SetControl(std::span<const double> values, double averaged_weight = 0.0);
+  // once its gradients are in too. Call once per step, before Finish. Each of `on_device` (a
+  // 0-dim tensor, the step's loss sum) is added to its slot: on the device where the collective
+  // reduces device memory, so the host need not wait for backward to know it.
+  struct DeviceValue {
+    std::size_t index = 0;
+    torch::Tensor value;
+  };
+  void SetControl(std::span<const double> values, double averaged_weight = 0.0,
+                  std::span<const DeviceValue> on_device = {});
   // Buckets the last Finish found already started by backward's hooks: the overlap achieved.
   std::size_t overlapped_buckets() const { return overlapped_; }
   // Copies the gradients the hooks did not see (all of them without overlap; unused
@@ -82,13 +89,16 @@ class GradientBuckets {
   std::vector<double> SummedControl() const;
   // After Finish: Σ x² of this rank's own gradients, taken from each bucket just before its
   // all-reduce overwrote it (the gradient noise scale's input: the caller divides by the square
-  // of what they were summed over, the local batch times any loss scale).
-  double LocalSquaredNorm() const;
+  // of what they were summed over, the local batch times any loss scale). A 0-dim float64
+  // tensor on the buffer's device, read when the host needs it (ComputeDevice::DeferToHost).
+  torch::Tensor LocalSquaredNorm() const;
   // Sets every parameter's gradient to its summed gradient divided by `global_batch`, scaled
   // down to a global L2 norm of `max_norm` where it is larger (max_norm 0: no clipping). The
   // norm is of the aggregated gradient, which every rank holds bit for bit, so every rank
-  // clips identically. Returns the norm before clipping.
-  double WriteMeanGradients(double global_batch, double max_norm = 0.0);
+  // clips identically. Returns the norm before clipping, a 0-dim float64 tensor on the buffer's
+  // device: clipping scales on the device, as torch.nn.utils.clip_grad_norm_ does, so nothing
+  // here waits for the device.
+  torch::Tensor WriteMeanGradients(double global_batch, double max_norm = 0.0);
   // After a successful Finish: sets each averaged tensor to the ranks' sum divided by
   // `total_weight` (the global batch; integer tensors rounded). Nothing when it is 0.
   void WriteAveraged(double total_weight);

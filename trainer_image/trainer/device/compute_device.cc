@@ -14,8 +14,13 @@ class CpuDevice final : public ComputeDevice {
   int64_t memory_bytes() const override { return 0; }
   void* CurrentStream() const override { return nullptr; }
   void StartCompute() override { start_ = std::chrono::steady_clock::now(); }
-  double FinishComputeSeconds() override {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  void EndCompute() override { end_ = std::chrono::steady_clock::now(); }
+  double ComputeSeconds() override { return std::chrono::duration<double>(end_ - start_).count(); }
+  DeferredScalars DeferToHost(const std::vector<torch::Tensor>& scalars) override {
+    return {GatherScalars(scalars), {}};
+  }
+  std::vector<double> ReadDeferred(const DeferredScalars& deferred) override {
+    return ScalarValues(deferred.host);
   }
   int64_t PeakMemoryBytes() override {
     rusage usage{};
@@ -29,9 +34,26 @@ class CpuDevice final : public ComputeDevice {
 
  private:
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point end_ = start_;
 };
 
 }  // namespace
+
+torch::Tensor GatherScalars(const std::vector<torch::Tensor>& scalars, torch::Device device) {
+  torch::NoGradGuard no_grad;
+  if (scalars.empty()) return torch::empty({0}, torch::kFloat64);
+  std::vector<torch::Tensor> values;
+  values.reserve(scalars.size());
+  for (const torch::Tensor& scalar : scalars)
+    values.push_back(scalar.detach().to(device, torch::kFloat64).reshape({1}));
+  return torch::cat(values);
+}
+
+std::vector<double> ScalarValues(const torch::Tensor& host) {
+  const torch::Tensor values = host.contiguous();
+  const double* first = values.data_ptr<double>();
+  return {first, first + values.numel()};
+}
 
 std::unique_ptr<ComputeDevice> OpenCpuDevice() {
   return std::make_unique<CpuDevice>();

@@ -23,6 +23,13 @@ struct DeviceBatch {
   std::shared_ptr<void> copied;
 };
 
+// Scalars the step computed on the device (the loss, the gradient norms), on their way to host
+// memory, and what says they have arrived (a CUDA event on a GPU; nothing on the CPU).
+struct DeferredScalars {
+  torch::Tensor host;  // float64, one per scalar
+  std::shared_ptr<void> arrived;
+};
+
 class ComputeDevice {
  public:
   virtual ~ComputeDevice() = default;
@@ -37,7 +44,24 @@ class ComputeDevice {
   // Brackets one step's forward and backward. On a GPU the kernels run asynchronously, so the
   // time comes from events recorded on the device's stream, not from host clocks.
   virtual void StartCompute() = 0;
-  virtual double FinishComputeSeconds() = 0;  // waits for the device, returns the bracket's time
+  // Marks the bracket's end (after backward is queued) without waiting for the device.
+  virtual void EndCompute() = 0;
+  // The bracket's time; waits until the device has reached its end, not for work queued after.
+  virtual double ComputeSeconds() = 0;
+  double FinishComputeSeconds() {
+    EndCompute();
+    return ComputeSeconds();
+  }
+
+  // A step that waits for the device empties its queue, and the GPU then idles while the host
+  // queues the next kernels one by one; so the step waits once for backward's end (its time
+  // splits compute from communication) and once for the reduced control values, and reads the
+  // loss and the gradient norms only after the update is queued. DeferToHost queues copies of
+  // 0-dim tensors to host memory (on a GPU an asynchronous copy into pinned memory and an event
+  // on the compute stream); ReadDeferred waits for those copies only, not for kernels queued
+  // after them (the optimizer's).
+  virtual DeferredScalars DeferToHost(const std::vector<torch::Tensor>& scalars) = 0;
+  virtual std::vector<double> ReadDeferred(const DeferredScalars& deferred) = 0;
 
   // Peak memory since the last ResetPeakMemory: the CUDA caching allocator's peak on a GPU,
   // the process's peak resident set on the CPU (which cannot be reset: a lifetime peak).
@@ -60,6 +84,12 @@ Result<std::unique_ptr<ComputeDevice>> OpenComputeDevice(DeviceKind kind, int in
                                                          const std::string& where = "");
 
 std::unique_ptr<ComputeDevice> OpenCpuDevice();
+
+// For the devices' DeferToHost and ReadDeferred: the 0-dim tensors `scalars` (any dtype, any
+// device) as one float64 tensor on `device`, and a float64 tensor's values.
+torch::Tensor GatherScalars(const std::vector<torch::Tensor>& scalars,
+                            torch::Device device = torch::kCPU);
+std::vector<double> ScalarValues(const torch::Tensor& host);
 #if FULCRUM_TORCH_CUDA
 Result<std::unique_ptr<ComputeDevice>> OpenCudaDevice(int index, const std::string& where = "");
 #endif

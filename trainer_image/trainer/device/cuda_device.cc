@@ -12,10 +12,12 @@
 namespace fulcrum::trainer {
 namespace {
 
-// One CUDA event, destroyed with its owner.
+// One CUDA event, destroyed with its owner; one that only orders work needs no timing.
 class Event {
  public:
-  Event() { cudaEventCreate(&event_); }
+  explicit Event(bool timed = true) {
+    cudaEventCreateWithFlags(&event_, timed ? cudaEventDefault : cudaEventDisableTiming);
+  }
   ~Event() { cudaEventDestroy(event_); }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
@@ -36,12 +38,31 @@ class CudaDevice final : public ComputeDevice {
   void* CurrentStream() const override { return Stream(); }
 
   void StartCompute() override { cudaEventRecord(start_.get(), Stream()); }
-  double FinishComputeSeconds() override {
-    cudaEventRecord(stop_.get(), Stream());
+  void EndCompute() override { cudaEventRecord(stop_.get(), Stream()); }
+  double ComputeSeconds() override {
     cudaEventSynchronize(stop_.get());
     float milliseconds = 0.0f;
     if (cudaEventElapsedTime(&milliseconds, start_.get(), stop_.get()) != cudaSuccess) return 0.0;
     return milliseconds / 1000.0;
+  }
+  // Gathered on the device (one small kernel), then one asynchronous copy into pinned memory from
+  // the caching host allocator, which keeps the block until the copy has finished.
+  DeferredScalars DeferToHost(const std::vector<torch::Tensor>& scalars) override {
+    const torch::Tensor values = GatherScalars(scalars, device());
+    DeferredScalars deferred{
+        torch::empty({values.numel()},
+                     torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(true)),
+        nullptr};
+    deferred.host.copy_(values, /*non_blocking=*/true);
+    auto arrived = std::make_shared<Event>(/*timed=*/false);
+    cudaEventRecord(arrived->get(), Stream());
+    deferred.arrived = arrived;
+    return deferred;
+  }
+  std::vector<double> ReadDeferred(const DeferredScalars& deferred) override {
+    if (deferred.arrived)
+      cudaEventSynchronize(static_cast<const Event*>(deferred.arrived.get())->get());
+    return ScalarValues(deferred.host);
   }
   // Allocated, not reserved: the allocator's cache keeps blocks of earlier, larger steps (so the
   // reserved peak only grows), and on an allocation failure it frees that cache and tries again.
@@ -64,7 +85,7 @@ class CudaDevice final : public ComputeDevice {
     DeviceBatch staged;
     for (const torch::Tensor& tensor : host)
       staged.tensors.push_back(tensor.pin_memory().to(device(), /*non_blocking=*/true));
-    auto copied = std::make_shared<Event>();
+    auto copied = std::make_shared<Event>(/*timed=*/false);
     cudaEventRecord(copied->get(), stream.stream());
     staged.copied = copied;
     return staged;

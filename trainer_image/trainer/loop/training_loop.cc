@@ -126,13 +126,14 @@ class Trainer {
   Status SyncState(Collective& collective);
   Result<bool> TrainStep(Collective& collective, const fulcrum::v1::Assignment& base,
                          fulcrum::v1::Assignment& plan);
-  // Returns the loss sum; `failed_micro_batch` is the largest micro-batch that ran out of
-  // memory on the way (0: none).
-  Result<double> ForwardBackward(Collective& collective, const Batch& batch,
-                                 const BatchRequest& request, int planned_micro_steps,
-                                 int& failed_micro_batch);
-  void ForwardBackwardOnce(const Batch& batch, const BatchRequest& request, int micro_steps,
-                           double& loss_sum);
+  // Returns the loss sum, a 0-dim float64 tensor on the device (read without waiting for
+  // backward: ComputeDevice::DeferToHost); `failed_micro_batch` is the largest micro-batch
+  // that ran out of memory on the way (0: none).
+  Result<torch::Tensor> ForwardBackward(Collective& collective, const Batch& batch,
+                                        const BatchRequest& request, int planned_micro_steps,
+                                        int& failed_micro_batch);
+  torch::Tensor ForwardBackwardOnce(const Batch& batch, const BatchRequest& request,
+                                    int micro_steps);
   // This rank's samples of the step that starts at `cursor` under `batches`; the last step of
   // the last epoch is partial (no rank trains past the last position).
   Result<BatchRequest> RequestAt(int64_t cursor, const std::vector<int>& batches);
@@ -907,12 +908,20 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
 
 // Forward and backward on sum-reduced loss (the gradient is b_i times the local mean), in
 // `micro_steps` slices whose gradients accumulate: the same sum whatever the split.
-void Trainer::ForwardBackwardOnce(const Batch& batch, const BatchRequest& request, int micro_steps,
-                                  double& loss_sum) {
-  for (torch::Tensor& parameter : parameters_) {
-    if (parameter.grad().defined()) parameter.mutable_grad().zero_();
+torch::Tensor Trainer::ForwardBackwardOnce(const Batch& batch, const BatchRequest& request,
+                                           int micro_steps) {
+  {
+    // One multi-tensor kernel, not a launch per parameter.
+    std::vector<torch::Tensor> gradients;
+    for (torch::Tensor& parameter : parameters_) {
+      if (parameter.grad().defined()) gradients.push_back(parameter.mutable_grad());
+    }
+    if (!gradients.empty()) at::_foreach_zero_(gradients);
   }
-  loss_sum = 0.0;
+  // Summed in float64 on the device, as `+= loss.item<double>()` did on the host, without the
+  // wait for the device that each item() was.
+  torch::Tensor loss_sum =
+      torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(compute_->device()));
   const std::vector<int64_t>& indices = request.indices;
   for (int micro = 0; micro < micro_steps; ++micro) {
     const std::size_t begin =
@@ -937,33 +946,32 @@ void Trainer::ForwardBackwardOnce(const Batch& batch, const BatchRequest& reques
     } else {
       loss.backward();
     }
-    loss_sum += loss.item<double>();
+    loss_sum += loss.detach().to(torch::kFloat64);
   }
+  return loss_sum;
 }
 
 // Runs the step's forward and backward; when the device runs out of memory, frees what the
 // failed attempt held and retries the same samples in twice as many micro-steps (gradient
 // accumulation), down to one sample per micro-step, instead of dying. The limit is kept for
 // later steps, and the step's report tells the balancer, which lowers this worker's cap.
-Result<double> Trainer::ForwardBackward(Collective& collective, const Batch& batch,
-                                        const BatchRequest& request, int planned_micro_steps,
-                                        int& failed_micro_batch) {
+Result<torch::Tensor> Trainer::ForwardBackward(Collective& collective, const Batch& batch,
+                                               const BatchRequest& request, int planned_micro_steps,
+                                               int& failed_micro_batch) {
   const std::size_t control_elements = ControlLayout::Size(collective.world_size());
   buckets_->BeginStep(collective, compute_->CurrentStream(), control_elements);
   const int local_batch = static_cast<int>(request.indices.size());
   if (local_batch == 0) {
     for (torch::Tensor& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
-    return 0.0;
+    return torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64));
   }
   auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
   int micro_steps = std::clamp(planned_micro_steps, 1, local_batch);
   if (micro_batch_limit_ < local_batch)
     micro_steps = std::max(micro_steps, ceil_div(local_batch, micro_batch_limit_));
-  double loss_sum = 0.0;
   while (true) {
     try {
-      ForwardBackwardOnce(batch, request, micro_steps, loss_sum);
-      return loss_sum;
+      return ForwardBackwardOnce(batch, request, micro_steps);
     } catch (const c10::OutOfMemoryError& error) {
       const int failed = ceil_div(local_batch, micro_steps);
       failed_micro_batch = std::max(failed_micro_batch, failed);
@@ -1033,17 +1041,18 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   compute_->StartCompute();
 
   int failed_micro_batch = 0;
-  Result<double> forward_backward = ForwardBackward(collective, loaded.batch, *request,
-                                                    plan.accumulation_steps(), failed_micro_batch);
+  Result<torch::Tensor> forward_backward = ForwardBackward(
+      collective, loaded.batch, *request, plan.accumulation_steps(), failed_micro_batch);
   if (!forward_backward.ok()) return forward_backward.error();
-  const double loss_sum = *forward_backward;
+  const torch::Tensor loss_sum = *forward_backward;
+  compute_->EndCompute();
 
-  // The control values are known once backward is done; they complete the last gradient bucket,
-  // which goes out once compute is over: after an emulated slowdown's sleep, as a slow GPU's
-  // would (it finishes backward late, it does not finish on time and then sleep).
+  // The control values are known once backward is queued (the loss sum joins them on the
+  // device, not read here); they complete the last gradient bucket, which goes out once compute
+  // is over: after an emulated slowdown's sleep, as a slow GPU's would (it finishes backward
+  // late, it does not finish on time and then sleep).
   std::vector<double> control(ControlLayout::Size(world), 0.0);
   control[ControlLayout::kBatch] = local_batch;
-  control[ControlLayout::kLossSum] = loss_sum;
   control[ControlLayout::kLeave] = WantsToLeave(base.generation()) ? 1.0 : 0.0;
   control[ControlLayout::kCheckpoint] = checkpoint_requested_ ? 1.0 : 0.0;
   const auto plan_lookup_start = SteadyClock::now();
@@ -1061,7 +1070,10 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   }
   double coordinator_seconds = SecondsSince(plan_lookup_start);
 
-  const double device_compute_seconds = compute_->FinishComputeSeconds();
+  // Waits for backward to end on the device (the host assembled the control values meanwhile):
+  // what follows is timed as the step's communication, which the balancer keeps apart from
+  // compute, and the emulated slowdown's wall clock must cover the device's compute.
+  const double device_compute_seconds = compute_->ComputeSeconds();
   const double factor = slowdown_.Current(job());
   double emulated_seconds = 0.0;
   if (factor > 1.0) {
@@ -1074,7 +1086,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   // The device's clock (CUDA events on a GPU), plus the emulated slowdown's sleep if any.
   const double compute_seconds = device_compute_seconds + emulated_seconds;
   // Buffers (BatchNorm statistics) weighted by this rank's samples: all ranks get the mean.
-  buckets_->SetControl(control, local_batch);
+  const GradientBuckets::DeviceValue loss_value{ControlLayout::kLossSum, loss_sum};
+  buckets_->SetControl(control, local_batch, std::span(&loss_value, 1));
   // Everything after compute is split-independent (packing, all-reduce, optimizer update) except
   // the wait for slower ranks; the coordinator takes the least over ranks as the step's tail.
   const auto after_compute = SteadyClock::now();
@@ -1087,7 +1100,6 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
 
   // Commit: from here on the step happened, identically on every rank.
   const double global_batch = control[ControlLayout::kBatch];
-  double gradient_norm = 0.0;
   double learning_rate = 0.0;
   // A non-finite loss (the all-reduced sum: every rank sees the same) skips the update on every
   // rank; too many in a row end the job instead of training on garbage.
@@ -1098,12 +1110,23 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
               {{"step", progress_.step}, {"in_a_row", nonfinite_steps_}});
   }
   const double loss_scale = loss_scaler_ ? loss_scaler_->scale() : 1.0;
+  // What the report needs from the device, queued before the update so that reading them waits
+  // for these values, not for the optimizer's kernels (ComputeDevice::DeferToHost). The norm is
+  // 0 where no update was computed, as before.
+  torch::Tensor gradient_norm = torch::zeros({}, torch::kFloat64);
   if (global_batch > 0 && finite) {
     // Divided by the loss scale too: the mean gradient of the unscaled loss.
     gradient_norm =
         buckets_->WriteMeanGradients(global_batch * loss_scale, config_.clip_gradient_norm);
-    // Every rank holds the same aggregated gradient, so every rank takes the same decision.
-    const bool apply = !loss_scaler_ || loss_scaler_->Update(std::isfinite(gradient_norm));
+  }
+  const DeferredScalars from_device =
+      compute_->DeferToHost({loss_sum, gradient_norm, buckets_->LocalSquaredNorm()});
+  if (global_batch > 0 && finite) {
+    // Every rank holds the same aggregated gradient, so every rank takes the same decision. A
+    // loss scaler must know whether the gradient overflowed before the update: a wait for the
+    // device that only mixed precision with a loss scaler pays (PyTorch's GradScaler too).
+    const bool apply =
+        !loss_scaler_ || loss_scaler_->Update(std::isfinite(gradient_norm.item<double>()));
     if (apply) {
       learning_rate = LearningRateAt(base_learning_rate_, config_.schedule, progress_.step,
                                      TotalSteps(static_cast<int64_t>(global_batch)));
@@ -1124,6 +1147,11 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   checkpoint_requested_ = false;
   const double step_seconds = SecondsSince(start);
   const double after_compute_seconds = SecondsSince(after_compute);
+  // The update is queued; these waits end before it runs.
+  const std::vector<double> scalars = compute_->ReadDeferred(from_device);
+  const double local_loss_sum = scalars[0];
+  const double gradient_norm_value = scalars[1];
+  const double local_squared_norm = scalars[2];
 
   if (sample_log_.is_open()) {
     sample_log_ << nlohmann::json{{"step", step},
@@ -1156,7 +1184,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     report.set_out_of_memory(true);
     report.set_out_of_memory_micro_batch(failed_micro_batch);
   }
-  report.set_loss(local_batch > 0 ? loss_sum / local_batch : 0.0);
+  report.set_loss(local_batch > 0 ? local_loss_sum / local_batch : 0.0);
   report.set_step_seconds(step_seconds);
   report.set_data_wait_seconds(data_wait_seconds);
   // Clipped by the end of the last epoch: fewer samples than the plan gave this rank.
@@ -1172,11 +1200,10 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   // gradient's norm is WriteMeanGradients' (unscaled, before clipping).
   if (local_batch > 0) {
     const double summed_over = loss_scale * local_batch;
-    report.set_local_gradient_squared_norm(buckets_->LocalSquaredNorm() /
-                                           (summed_over * summed_over));
+    report.set_local_gradient_squared_norm(local_squared_norm / (summed_over * summed_over));
   }
-  if (std::isfinite(gradient_norm)) {
-    report.set_global_gradient_squared_norm(gradient_norm * gradient_norm);
+  if (std::isfinite(gradient_norm_value)) {
+    report.set_global_gradient_squared_norm(gradient_norm_value * gradient_norm_value);
   }
   const auto report_start = SteadyClock::now();
   // Progress first: Report wakes the link's writer thread, which then takes the link's lock.
@@ -1213,25 +1240,25 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   }
 
   if (step % kLogEvery == 0) {
-    log::Info(
-        "trainer", job(), "step",
-        {{"step", step},
-         {"generation", base.generation()},
-         {"rank", rank_},
-         {"local_batch", local_batch},
-         {"global_batch", global_batch},
-         {"loss", last_loss_},
-         {"gradient_norm", gradient_norm},
-         {"learning_rate", learning_rate},
-         {"loss_scale", loss_scale},
-         {"clipped", config_.clip_gradient_norm > 0 && gradient_norm > config_.clip_gradient_norm},
-         {"compute_seconds", compute_seconds},
-         {"data_wait_seconds", data_wait_seconds},
-         {"comm_seconds", comm_seconds},
-         {"overlapped_buckets", buckets_->overlapped_buckets()},
-         {"step_seconds", step_seconds},
-         {"coordinator_seconds", coordinator_seconds},
-         {"samples_per_second", step_seconds > 0 ? global_batch / step_seconds : 0.0}});
+    log::Info("trainer", job(), "step",
+              {{"step", step},
+               {"generation", base.generation()},
+               {"rank", rank_},
+               {"local_batch", local_batch},
+               {"global_batch", global_batch},
+               {"loss", last_loss_},
+               {"gradient_norm", gradient_norm_value},
+               {"learning_rate", learning_rate},
+               {"loss_scale", loss_scale},
+               {"clipped",
+                config_.clip_gradient_norm > 0 && gradient_norm_value > config_.clip_gradient_norm},
+               {"compute_seconds", compute_seconds},
+               {"data_wait_seconds", data_wait_seconds},
+               {"comm_seconds", comm_seconds},
+               {"overlapped_buckets", buckets_->overlapped_buckets()},
+               {"step_seconds", step_seconds},
+               {"coordinator_seconds", coordinator_seconds},
+               {"samples_per_second", step_seconds > 0 ? global_batch / step_seconds : 0.0}});
   }
   const bool periodic =
       config_.checkpoint_every > 0 && progress_.step % config_.checkpoint_every == 0;
