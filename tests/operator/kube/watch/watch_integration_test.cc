@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "operator/kube/cache/informer.h"
 #include "tests/operator/kube/kube_test_support.h"
@@ -76,20 +77,26 @@ void SetCounter(ApiClient& client, const std::string& ns, const std::string& nam
   ASSERT_TRUE(patched.ok()) << patched.error().ToString();
 }
 
-// The informer's cache and a fresh list agree on every key and version.
+// The informer's cache and a fresh list agree on every key and version. Listed afresh on every
+// try: kube-controller-manager writes to the namespace too (its kube-root-ca.crt ConfigMap),
+// late on a loaded machine, and a list taken once before that never matched the cache again
+// (CI: "informer cache differs" for 60 s after a correct re-list).
 void ExpectCacheEqualsFreshList(ApiClient& client, const Informer& informer,
                                 const std::string& ns) {
-  auto listed = client.List(resources::ConfigMaps(), ns);
-  ASSERT_TRUE(listed.ok()) << listed.error().ToString();
-  std::map<std::string, std::string> expected;
-  for (const auto& item : listed->items) expected[ObjectKey(item)] = ResourceVersionOf(item);
+  std::map<std::string, std::string> expected, cached;
   const bool equal = WaitFor([&] {
-    std::map<std::string, std::string> cached;
+    auto listed = client.List(resources::ConfigMaps(), ns);
+    if (!listed.ok()) return false;
+    expected.clear();
+    for (const auto& item : listed->items) expected[ObjectKey(item)] = ResourceVersionOf(item);
+    cached.clear();
     for (const auto& object : informer.store().List())
       cached[object.key()] = object.resource_version();
     return cached == expected;
   });
-  EXPECT_TRUE(equal) << "informer cache differs from a fresh list of " << ns;
+  EXPECT_TRUE(equal) << "informer cache differs from a fresh list of " << ns << ": "
+                     << nlohmann::json(cached).dump() << " against "
+                     << nlohmann::json(expected).dump();
 }
 
 void Component(const std::string& action, const std::string& component) {
