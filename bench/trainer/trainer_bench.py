@@ -21,9 +21,10 @@ emulated slowdowns, plus the run's own split-independent tail), and the batches 
 out are checked against the curve's pathological ones (slower than a bigger batch). Goals (issues 5 and 13), judged on the medians: optimal >= 1.6x DDP and >= 1.6x equal,
 eta >= 0.95 at 32x32 inputs and >= 0.9 below (against the coordinator's fit and against the
 measured curve), no pathological batch, overhead < 1%, reaction <= 20 steps; and issue 25's:
-the coordinator's own eta (eta_coordinator: T(best) / T(current) under its model, at most 1 by
-construction, with the model's calibration T(current) / T(measured) beside it) >= the same
-target, at most 2 plans after the mid-run slowdown and the slowed trainer's batch never rising
+the coordinator's own eta (T(best) / T(current) under its model, at most 1 by construction,
+with the model's calibration T(current) / T(measured) beside it; eta_coordinator_over_run, the
+median of its readings over each run's last 70%, and eta_coordinator at the last step) >= the
+same target, at most 2 plans after the mid-run slowdown and the slowed trainer's batch never rising
 again (reaction: plans_after_change, changed_batch_rises and the plans' reasons).
 
 With --overlap-comparison it instead runs the optimal policy with the gradient all-reduce
@@ -257,7 +258,13 @@ def main():
             "eta": median(s.get("efficiency", 0.0) for s in summaries),
             "eta_wall_clock": median(eta_wall(s) for s in summaries),
             "eta_coordinator": median(s.get("coordinator_efficiency") or 0.0 for s in summaries),
+            # The same over each run's steady 70% (the median of the state file's readings),
+            # not at its last step alone; the goal is judged on this.
+            "eta_coordinator_over_run": median(
+                s.get("coordinator_efficiency_median") or 0.0 for s in summaries),
             "model_calibration": median(s.get("model_calibration") or 0.0 for s in summaries),
+            "model_calibration_over_run": median(
+                s.get("model_calibration_median") or 0.0 for s in summaries),
             "eta_measured_curve": median(s["measured_curve"].get("eta_measured_curve", 0.0) for s in summaries),
             "coordinator_overhead_fraction": round(max(s["coordinator_overhead_fraction"] for s in summaries), 5),
             "rounds": [{
@@ -267,6 +274,8 @@ def main():
                 "eta": round(s.get("efficiency", 0.0), 3),
                 "eta_wall_clock": round(eta_wall(s), 3),
                 "eta_coordinator": round(s.get("coordinator_efficiency") or 0.0, 3),
+                "eta_coordinator_over_run": round(s.get("coordinator_efficiency_median") or 0.0, 3),
+                "eta_coordinator_readings": s.get("coordinator_efficiency_readings", 0),
                 **s["measured_curve"],
                 "coordinator_overhead_fraction": round(s["coordinator_overhead_fraction"], 5),
                 "plan_changes": s["plan_changes"],
@@ -319,10 +328,11 @@ def main():
     eta_target = eta_goal(args.image_size)
     goals[f"eta_optimal_at_least_{eta_target}"] = goal(eta_target, policies["optimal"]["eta"],
                                                        policies["optimal"]["eta"] >= eta_target)
-    # η as issue 25 defines it: the coordinator's T(best) / T(current), at most 1 by construction.
+    # η as issue 25 defines it: the coordinator's T(best) / T(current), at most 1 by construction,
+    # over each run's steady part (a reading at the last step alone swung 0.92-0.98 between runs).
     goals[f"eta_coordinator_optimal_at_least_{eta_target}"] = goal(
-        eta_target, policies["optimal"]["eta_coordinator"],
-        policies["optimal"]["eta_coordinator"] >= eta_target)
+        eta_target, policies["optimal"]["eta_coordinator_over_run"],
+        policies["optimal"]["eta_coordinator_over_run"] >= eta_target)
     goals[f"eta_optimal_measured_curve_at_least_{eta_target}"] = goal(
         eta_target, policies["optimal"]["eta_measured_curve"],
         policies["optimal"]["eta_measured_curve"] >= eta_target)
