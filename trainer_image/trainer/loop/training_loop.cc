@@ -963,7 +963,8 @@ Result<torch::Tensor> Trainer::ForwardBackward(Collective& collective, const Bat
   const int local_batch = static_cast<int>(request.indices.size());
   if (local_batch == 0) {
     for (torch::Tensor& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
-    return torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64));
+    return torch::zeros({},
+                        torch::TensorOptions().dtype(torch::kFloat64).device(compute_->device()));
   }
   auto ceil_div = [](int a, int b) { return (a + b - 1) / b; };
   int micro_steps = std::clamp(planned_micro_steps, 1, local_batch);
@@ -1113,7 +1114,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   // What the report needs from the device, queued before the update so that reading them waits
   // for these values, not for the optimizer's kernels (ComputeDevice::DeferToHost). The norm is
   // 0 where no update was computed, as before.
-  torch::Tensor gradient_norm = torch::zeros({}, torch::kFloat64);
+  torch::Tensor gradient_norm =
+      torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(compute_->device()));
   if (global_batch > 0 && finite) {
     // Divided by the loss scale too: the mean gradient of the unscaled loss.
     gradient_norm =
