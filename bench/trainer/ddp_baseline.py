@@ -276,16 +276,17 @@ def launch(args):
     environment = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                        OMP_NUM_THREADS=str(args.threads), **MALLOC_ENVIRONMENT)
     children = []
+    results = [os.path.join(workdir, f"rank-{rank}.json") for rank in range(args.world)]
     for rank in range(args.world):
         command = [sys.executable, os.path.abspath(__file__), "--worker", "--rank", str(rank),
-                   "--result", os.path.join(workdir, f"rank-{rank}.json")] + args.passthrough
+                   "--result", results[rank]] + args.passthrough
         log = open(os.path.join(workdir, f"rank-{rank}.log"), "w")
         own = ({PERCENTAGE_VARIABLE: str(args.mps_percentage_list[rank])}
                if args.mps_percentage_list else {})
         children.append(subprocess.Popen(command, env={**environment, **own}, stdout=log,
                                          stderr=subprocess.STDOUT))
-    wait_for_ranks(children, args.timeout, workdir, "ddp_baseline")
-    ranks = [json.load(open(os.path.join(workdir, f"rank-{r}.json"))) for r in range(args.world)]
+    wait_for_ranks(children, args.timeout, workdir, "ddp_baseline", results=results)
+    ranks = [json.load(open(path)) for path in results]
     steps = args.steps
     per_step = [max(rank["step_seconds"][s] for rank in ranks) for s in range(steps)]
     samples = [args.global_batch] * steps
