@@ -40,11 +40,20 @@ class EmulatedSlowdown:
             return self.factor
         if modified == self._seen_mtime:
             return self.factor
-        self._seen_mtime = modified
         try:
             with open(self.file, encoding="utf-8") as handle:
-                factor = float(handle.read().split()[0])
-        except (OSError, ValueError, IndexError):
+                text = handle.read()
+        except OSError:
+            return self.factor
+        if not text.strip():
+            # A writer that truncates and then writes (not every writer renames into place) can
+            # be read between the two, and both may carry one mtime on a coarse clock: marking
+            # the empty file seen would lose the number written a moment later for good.
+            return self.factor
+        self._seen_mtime = modified
+        try:
+            factor = float(text.split()[0])
+        except ValueError:
             factor = float("nan")
         if not 1.0 <= factor <= 100.0:
             log.warning("EMULATION: ignoring %s: expected a number in [1, 100]", self.file)

@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "trainer_image/trainer/data/sample_order.h"
-#include "trainer_image/trainer/device/emulated_slowdown.h"
 #include "trainer_image/trainer/trainer_flags.h"
 
 namespace fulcrum::trainer {
@@ -56,16 +55,6 @@ TEST(SampleOrder, StepsAcrossAnEpochBoundaryAndChangingPlansUseEachSampleOncePer
     cursor += std::accumulate(plan.begin(), plan.end(), 0);
   }
   EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int count) { return count == 2; }));
-}
-
-TEST(EmulatedSlowdown, SleepsFactorMinusOneTimesTheCpuTimeTheComputeUsed) {
-  // 30 ms of wall time, 20 ms of it computing: the 10 ms waiting for a shared core is not
-  // multiplied.
-  EXPECT_DOUBLE_EQ(EmulatedSlowdown::SleepSeconds(4.0, 0.030, 0.020), 3.0 * 0.020);
-  // Extra threads can use more CPU than wall time: never sleep more than (factor - 1) x wall.
-  EXPECT_DOUBLE_EQ(EmulatedSlowdown::SleepSeconds(2.0, 0.010, 0.035), 0.010);
-  EXPECT_EQ(EmulatedSlowdown::SleepSeconds(1.0, 0.030, 0.030), 0.0);
-  EXPECT_EQ(EmulatedSlowdown::SleepSeconds(3.0, 0.030, -1.0), 0.0);
 }
 
 TEST(TrainerFlags, NamesTheFlagThatIsWrong) {

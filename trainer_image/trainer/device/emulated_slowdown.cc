@@ -14,8 +14,13 @@ double EmulatedSlowdown::Current(const std::string& job) {
   std::error_code error;
   const auto modified = std::filesystem::last_write_time(file_, error);
   if (error || modified == seen_) return factor_;
-  seen_ = modified;
   std::ifstream input(file_);
+  if (!input) return factor_;
+  input >> std::ws;
+  // A writer that truncates and then writes can be read in between, and on a coarse file clock
+  // both carry one mtime: marking the empty file seen would lose the number written next.
+  if (input.peek() == std::char_traits<char>::eof()) return factor_;
+  seen_ = modified;
   double factor = 0.0;
   if (!(input >> factor) || !(factor >= 1.0 && factor <= 100.0)) {
     log::Warn("trainer", job, "ignoring --slowdown-file: expected a number in [1, 100]",
