@@ -48,7 +48,7 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
   // within ±10% of it carried over by the line's shape (interpolation, so a slowdown that
   // coincides with a small move is still seen). Anywhere else a time off the line is news
   // about g at that size, not about the worker's speed.
-  if (const std::optional<History> history = HistoryAt(size)) {
+  if (const std::optional<History> history = ContradictableHistory(size, speed_free)) {
     const double residual = speed_free / history->speed_free_seconds - 1.0;
     const double magnitude = std::abs(residual);
     if (magnitude > OutlierResidual()) {
@@ -115,6 +115,38 @@ std::optional<ComputeTimeModel::History> ComputeTimeModel::HistoryAt(int size) c
   return History{nearest->typical * line_.Seconds(size) / line_.Seconds(nearest->batch), false};
 }
 
+std::optional<ComputeTimeModel::ShapeBounds> ComputeTimeModel::ShapeBoundsAt(int size) const {
+  std::optional<ShapeBounds> bounds;
+  for (const SizeRecord& record : sizes_.Settled()) {
+    if (record.regime != regime_) continue;
+    // At this size's time per sample: at most that above it, at least that below it.
+    const double proportional = record.typical * size / record.batch;
+    if (!bounds) bounds = ShapeBounds{0.0, std::numeric_limits<double>::infinity()};
+    if (size > record.batch) bounds->highest = std::min(bounds->highest, proportional);
+    if (size < record.batch) bounds->lowest = std::max(bounds->lowest, proportional);
+  }
+  return bounds;
+}
+
+std::optional<ComputeTimeModel::History> ComputeTimeModel::ContradictableHistory(
+    int size, double speed_free) const {
+  if (std::optional<History> history = HistoryAt(size)) return history;
+  // After a confirmed change, a report near a size measured before it refines the speed
+  // instead (RefineSpeed), which also sees the change end.
+  if (RefinesSpeedAt(size)) return std::nullopt;
+  const std::optional<ShapeBounds> bounds = ShapeBoundsAt(size);
+  if (!bounds) return std::nullopt;
+  const double margin = std::max(OutlierResidual(), config_.shape_slack);
+  if (speed_free <= bounds->highest * (1.0 + margin) &&
+      speed_free >= bounds->lowest * (1.0 - margin)) {
+    return std::nullopt;
+  }
+  // Noisy typical times can cross the bounds; the line between them is then the best guess.
+  const double low = std::min(bounds->lowest, bounds->highest);
+  const double high = std::max(bounds->lowest, bounds->highest);
+  return History{std::clamp(line_.Seconds(size), low, high), false};
+}
+
 void ComputeTimeModel::ConfirmSpeedChange() {
   // What was measured before the change: every later report near one of these sizes says what
   // the new speed is (its time ÷ the speed-free curve then, at its size).
@@ -162,11 +194,7 @@ bool ComputeTimeModel::RefineSpeed(int size, double seconds) {
   // speed_refinement_reach of one measured then: the landing of the plan that answered the
   // change measures the speed too, and a burst of contention confirmed as a change and
   // answered has ended by then; the landing is what says so (FitterConfig).
-  if (reference_sizes_.empty() || speed_estimates_.size() >= kMaxSpeedEstimates) return false;
-  const int reach =
-      std::max(1, static_cast<int>(std::lround(config_.speed_refinement_reach * size)));
-  const auto above = reference_sizes_.lower_bound(size - reach);
-  if (above == reference_sizes_.end() || *above > size + reach) return false;
+  if (!RefinesSpeedAt(size)) return false;
   const double expected = CurveSeconds(reference_line_.fixed_seconds,
                                        reference_line_.seconds_per_sample, reference_points_, size);
   speed_estimates_.push_back(seconds / expected);
@@ -194,6 +222,14 @@ bool ComputeTimeModel::RefineSpeed(int size, double seconds) {
   }
   confirming_sizes_.clear();
   return true;
+}
+
+bool ComputeTimeModel::RefinesSpeedAt(int size) const {
+  if (reference_sizes_.empty() || speed_estimates_.size() >= kMaxSpeedEstimates) return false;
+  const int reach =
+      std::max(1, static_cast<int>(std::lround(config_.speed_refinement_reach * size)));
+  const auto above = reference_sizes_.lower_bound(size - reach);
+  return above != reference_sizes_.end() && *above <= size + reach;
 }
 
 double ComputeTimeModel::SpeedFromEstimates() const {

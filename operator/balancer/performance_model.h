@@ -6,8 +6,9 @@
 //    minimum efficient batch, small-batch overheads): it updates g at that size, never s;
 //  - a change of speed (thermal throttling, a noisy neighbour, an emulated slowdown) is
 //    declared only when a size already measured in the current regime (or within ±10% of
-//    one) contradicts that history, `regime_change_run` reports in a row on the same side;
-//    one-off pauses are not;
+//    one) contradicts that history, or a new size's time is far outside what the measured
+//    sizes allow any curve of this shape to take there, `regime_change_run` reports in a row
+//    on the same side; one-off pauses are not;
 //  - a confirmed change moves s, which rescales every old measurement instead of deleting it;
 //    a size measured only in an older regime is replaced by its first new measurement, and
 //    every report at (or within ±50% of) a size measured before the change refines s (the
@@ -52,6 +53,10 @@ struct FitterConfig {
   // slower to the end: fulcrum-sim, docs/benchmarks.md); the median over several reports and
   // a curve fitted to every size keep the estimate within noise of a straight scale.
   double speed_refinement_reach = 0.5;
+  // At a size with no measured neighbour, a time contradicts this regime only beyond what its
+  // measured sizes allow (ShapeBoundsAt) by this much (and by the outlier residual): per-sample
+  // time can rise a little with the batch on real devices (caches), so the bound is not exact.
+  double shape_slack = 0.25;
   // a and k count as separated once the data alone pins k down to this relative standard
   // error, after at least this many effective observations.
   double identifiable_slope_error = 0.10;
@@ -150,9 +155,24 @@ class ComputeTimeModel {
     bool exact = false;
   };
   std::optional<History> HistoryAt(int size) const;
+  // What the sizes measured in this regime allow `size` to take (speed-free): time per sample
+  // never rises with the batch (a + k·b with a, k >= 0, a device flat below its knee and
+  // small-batch overheads all obey it; total time need not, a tiny batch can take longer than
+  // a bigger one); nullopt when none was measured. Unbounded sides are 0 and infinity.
+  struct ShapeBounds {
+    double lowest = 0.0;
+    double highest = 0.0;
+  };
+  std::optional<ShapeBounds> ShapeBoundsAt(int size) const;
+  // HistoryAt, or where it has none and the time is far outside ShapeBoundsAt, the line's time
+  // within those bounds: a slowdown that coincides with a move to a size never measured (a
+  // plan or the dither landing as it happens) is then seen, not taken for g at that size.
+  std::optional<History> ContradictableHistory(int size, double speed_free) const;
   void ConfirmSpeedChange();
   // Returns whether the report ended the last confirmed change (ObservationOutcome::kChangeEnded).
   bool RefineSpeed(int size, double seconds);
+  // Whether a report at `size` refines the speed factor of the last confirmed change.
+  bool RefinesSpeedAt(int size) const;
   // The median of the speed estimates at the size of the latest one when it has
   // kSpeedEstimatesAtOneSize of them, else of all.
   double SpeedFromEstimates() const;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace fulcrum::balancer {
@@ -126,6 +127,44 @@ TEST(ComputeTimeModel, SeesASlowdownThatCoincidesWithASmallMoveToANewSize) {
   for (int i = 0; i < 3; ++i) outcomes.push_back(*model.Observe(112, 6 * truth.Seconds(112)));
   EXPECT_EQ(outcomes.back(), ObservationOutcome::kRegimeChange);
   EXPECT_NEAR(model.speed_factor(), 6.0, 0.1);
+}
+
+TEST(ComputeTimeModel, SeesASlowdownThatCoincidesWithAMoveFarFromAnyMeasuredSize) {
+  // The plan (or the dither) moved the worker from 110 to 160, a size never measured and none
+  // within ±10%, just as it slowed down 6x (the Python runtime test's rank held new sizes for
+  // 57 steps this way, each one's slow time taken for g there): no device takes more time per
+  // sample at 160 than at 110. A 4x speed-up seen at a smaller new size, 40, takes less per
+  // sample than 90 did.
+  const LinearCost truth{0.02, 0.001};
+  for (const auto& [landing, factor] : {std::pair{160, 6.0}, std::pair{40, 0.25}}) {
+    ComputeTimeModel model = MeasuredAt90And110(truth);
+    std::vector<ObservationOutcome> outcomes;
+    for (int i = 0; i < 3; ++i) {
+      outcomes.push_back(*model.Observe(landing, factor * truth.Seconds(landing)));
+    }
+    EXPECT_EQ(outcomes, (std::vector<ObservationOutcome>{ObservationOutcome::kOutlier,
+                                                         ObservationOutcome::kOutlier,
+                                                         ObservationOutcome::kRegimeChange}))
+        << landing;
+    EXPECT_EQ(model.regime(), 1);
+    // The line's time there (within what the measured sizes allow) sizes the change.
+    EXPECT_NEAR(model.speed_factor(), factor, 0.05 * factor) << landing;
+  }
+}
+
+TEST(ComputeTimeModel, ANewSizeWithinWhatTheMeasuredSizesAllowIsNeverAChangeOfSpeed) {
+  // Far from 90 and 110: a device flat below its knee (batch 10 as long as 90), a small-batch
+  // penalty (batch 2 twice as long as 90), and a time per sample 20% higher at 4x the batch
+  // (caches): what g does there, not a speed change.
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model = MeasuredAt90And110(truth);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(*model.Observe(10, truth.Seconds(90)), ObservationOutcome::kAccepted);
+    EXPECT_EQ(*model.Observe(2, 2 * truth.Seconds(90)), ObservationOutcome::kAccepted);
+    EXPECT_EQ(*model.Observe(440, 1.2 * 4 * truth.Seconds(110)), ObservationOutcome::kAccepted);
+  }
+  EXPECT_EQ(model.regime(), 0);
+  EXPECT_DOUBLE_EQ(model.speed_factor(), 1.0);
 }
 
 TEST(ComputeTimeModel, RefinesTheSpeedFactorWithReportsAfterTheChange) {
