@@ -47,9 +47,13 @@ def test_the_global_batch_and_its_learning_rate_change_together_and_training_sta
         schedule.append(seen.pop())
     batches = [batch for _, batch, _ in schedule]
     assert batches[0] == 16 and 24 <= batches[-1] <= 48, batches
-    assert state["batching_mode"] == "adaptive" and state["gradient_noise_scale"] > 0
+    # The estimate behind each change is in status with it. The live one can be momentarily
+    # absent (0) at the end: the fit of |g|² against 1/B has no positive intercept while the
+    # gradients shrink (a run on this machine read 0.0 after a change made at noise scale 33).
+    assert state["batching_mode"] == "adaptive" and state["gradient_noise_scale"] >= 0
     changes = state["global_batch_changes"]
     assert changes[0]["from"] == 16 and "outside [24, 48]" in changes[0]["reason"]
+    assert all(change["noise_scale"] > 0 for change in changes), changes
     assert all(24 <= change["to"] <= 48 for change in changes)
     # The trainers ran the coordinator's batches in its order (one decided near the end may
     # not have come into force before the last step), each with its learning rate.
