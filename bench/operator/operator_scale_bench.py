@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,8 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
+from free_port import free_port  # noqa: E402 (below the ephemeral range)
 OPERATOR_USER = "system:serviceaccount:fulcrum-system:fulcrum"
 MANAGED = "app.kubernetes.io/managed-by=fulcrum-operator"
 # The four products, labelled as GPU Feature Discovery labels them; the emulated trainers give
@@ -57,12 +58,6 @@ COORDINATOR_THREAD = re.compile(r"^(nexting_thread|coord-ticker|grpc|event_engin
 
 def say(message):
     print(f"[operator-scale {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Bench:

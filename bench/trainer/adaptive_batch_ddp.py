@@ -11,12 +11,13 @@ import argparse
 import datetime
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts", "lib"))
+from free_port import free_port  # noqa: E402 (below the ephemeral range)
 
 
 def log_line(handle, msg, **fields):
@@ -113,10 +114,7 @@ def main():
     if args.rank >= 0:
         worker(args)
         return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    environment = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+    environment = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                        OMP_NUM_THREADS="1")
     children = [subprocess.Popen([sys.executable, os.path.abspath(__file__), *sys.argv[1:],
                                   "--rank", str(rank)], env=environment)

@@ -42,7 +42,6 @@ import datetime
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,10 @@ import time
 
 from child_processes import wait_for_ranks
 from mps_daemon import PERCENTAGE_VARIABLE
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "scripts", "lib"))
+from free_port import free_port  # noqa: E402 (below the ephemeral range)
 
 # Constants of trainer_image/trainer/data/dataset.cc and sample_order.cc.
 GOLDEN_GAMMA = 0x9E3779B97F4A7C15
@@ -262,12 +265,6 @@ def steady_throughput(step_samples, step_seconds, skip_fraction=0.3):
     first = int(len(step_seconds) * skip_fraction)
     seconds = sum(step_seconds[first:])
     return sum(step_samples[first:]) / seconds if seconds > 0 else 0.0
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def launch(args):

@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,8 @@ import time
 from json_lines import read_json_lines  # this folder is on sys.path: run as a script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
+from free_port import free_port  # noqa: E402 (below the ephemeral range)
 TOKEN = "membership-bench-token"
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3-torch; pyenv's python3 has no torch
 GOALS_SECONDS = {"kill": 2.0, "hang": 2.0, "join": 1.0}
@@ -48,12 +49,6 @@ GOALS_SECONDS = {"kill": 2.0, "hang": 2.0, "join": 1.0}
 
 def step_lines(path):
     return [line for line in read_json_lines(path) if "step" in line and "unix_time" in line]
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_for(predicate, timeout, what):

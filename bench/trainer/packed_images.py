@@ -3,18 +3,13 @@ of random uint8 images [3, S, S] with int64 labels of 10 classes, written with t
 own fulcrum.pack (python/), streamed through a memory map so large ones need not fit in memory.
 """
 import os
-import socket
 import sys
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
+from free_port import free_port  # noqa: E402 (below the ephemeral range)
 
 
 def write_random_images(directory, samples, size, seed):

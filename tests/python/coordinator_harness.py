@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,9 @@ from typing import Callable, Optional
 import pytest
 
 from conftest import PYTHON_DIR, ROOT
+
+sys.path.insert(0, str(ROOT / "scripts" / "lib"))
+from free_port import free_port  # noqa: E402,F401 (below the ephemeral range; tests import it here)
 
 JOB = "default/python-job"
 TOKEN = "s3cr3t-token-for-tests"
@@ -37,13 +39,6 @@ def coordinator_binary() -> Path:
         pytest.skip(f"no fulcrum-coordinator at {path}: build it (cmake --build build --target "
                     "fulcrum-coordinator) or set FULCRUM_COORDINATOR_BINARY")
     return path
-
-
-def free_port() -> int:
-    """A port nothing listens on now (for a static group's rendezvous)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:

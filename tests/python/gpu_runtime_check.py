@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,9 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import runtime_worker as worker  # noqa: E402
+
+sys.path.insert(0, str(HERE.parents[1] / "scripts" / "lib"))
+from free_port import free_port  # noqa: E402
 from fulcrum.sample_order import SampleOrder  # noqa: E402
 
 STEPS = 60
@@ -34,12 +36,6 @@ STEPS = 60
 DEVICE = os.environ.get("GPU_CHECK_DEVICE", "cuda")
 TOKEN = "gpu-check-token"
 JOB = "gpu/python"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def main() -> int:
