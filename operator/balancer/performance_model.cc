@@ -47,7 +47,8 @@ Result<ObservationOutcome> ComputeTimeModel::Observe(double batch, double second
   // Only a size measured in this regime has a history to contradict: the size itself, or one
   // within ±10% of it carried over by the line's shape (interpolation, so a slowdown that
   // coincides with a small move is still seen). Anywhere else a time off the line is news
-  // about g at that size, not about the worker's speed.
+  // about g at that size, not about the worker's speed, unless no curve of this shape could
+  // take it there (ContradictableHistory).
   if (const std::optional<History> history = ContradictableHistory(size, speed_free)) {
     const double residual = speed_free / history->speed_free_seconds - 1.0;
     const double magnitude = std::abs(residual);
