@@ -160,6 +160,43 @@ TEST_P(GradientBucketsIn, MeanGradientsDivideTheGradientsButNotTheControlValues)
   EXPECT_EQ(model.buckets.SummedControl(), (std::vector<double>{20.0}));
 }
 
+TEST_P(GradientBucketsIn, EachStepStartsFromNoGradientsSoTheLastMeanIsNotAddedIn) {
+  // The mean gradients are left in the parameters' .grad; the next step's backward must not add
+  // to them (autograd would, and the hooks would see the sum), whoever forgets to clear them.
+  DoublingCollective collective;
+  for (int step = 0; step < 2; ++step) {
+    model.buckets.BeginStep(collective, nullptr, 1);
+    model.buckets.Arm();
+    model.Backward();
+    model.buckets.SetControl(std::vector<double>{4.0});
+    ASSERT_TRUE(model.buckets.Finish().ok());
+    model.buckets.WriteMeanGradients(4.0);
+    EXPECT_TRUE(torch::allclose(model.first.grad(), torch::full({6}, 3.0 * 2 / 4))) << step;
+    EXPECT_TRUE(torch::allclose(model.second.grad(), torch::full({4}, 5.0 * 2 / 4))) << step;
+  }
+}
+
+TEST_P(GradientBucketsIn, AChannelsLastWeightGetsItsMeanGradientInItsOwnMemoryOrder) {
+  // A convolution's weight [out, in, h, w] kept channels_last: its mean gradient must have the
+  // same strides (multi-tensor optimizer kernels take their fast path only when parameters,
+  // gradients and state are laid out alike) and the right value at every index.
+  torch::Tensor weight =
+      torch::zeros({2, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
+  const torch::Tensor coefficients = torch::arange(24, torch::kFloat32).view({2, 3, 2, 2});
+  GradientBuckets buckets({weight}, /*bucket_elements=*/8, torch::Device(torch::kCPU), {},
+                          GetParam());
+  DoublingCollective collective;
+  buckets.BeginStep(collective, nullptr, 1);
+  buckets.Arm();
+  (weight * coefficients).sum().backward();
+  buckets.SetControl(std::vector<double>{2.0});
+  ASSERT_TRUE(buckets.Finish().ok());
+  buckets.WriteMeanGradients(2.0);
+
+  EXPECT_EQ(weight.grad().strides(), weight.strides());
+  EXPECT_TRUE(torch::equal(weight.grad(), coefficients));  // doubled by two ranks, halved
+}
+
 TEST_P(GradientBucketsIn, ClippingScalesTheMeanGradientToTheGlobalNormOnlyWhenLarger) {
   DoublingCollective collective;
   for (double max_norm : {0.0, 100.0, 1.0}) {
@@ -208,6 +245,27 @@ TEST_P(GradientBucketsIn, AveragedTensorsBecomeTheBatchWeightedMeanOfTheRanks) {
   model.buckets.WriteAveraged(6.0);
   EXPECT_TRUE(torch::equal(model.buffer, torch::tensor({2.0F, 6.0F})));
   EXPECT_EQ(model.buckets.SummedControl(), (std::vector<double>{12.0}));
+}
+
+TEST_P(GradientBucketsIn, AveragedTensorsOfMixedDtypesEachGetTheirOwnMeanIntegersRounded) {
+  // A float, an integer counter and a float again (BatchNorm's order): the buffer groups them by
+  // dtype, which must not mix up whose mean is whose. Two ranks of weight 3, total 7: 6x/7.
+  torch::Tensor mean = torch::tensor({2.0F, 6.0F});
+  torch::Tensor counter = torch::tensor({int64_t{3}, int64_t{10}});
+  torch::Tensor variance = torch::tensor({7.0F});
+  torch::Tensor weight = torch::ones({2}, torch::requires_grad());
+  GradientBuckets buckets({weight}, /*bucket_elements=*/4, torch::Device(torch::kCPU),
+                          {mean, counter, variance}, GetParam());
+  DoublingCollective collective;
+  buckets.BeginStep(collective, nullptr, 1);
+  weight.sum().backward();
+  buckets.SetControl(std::vector<double>{7.0}, /*averaged_weight=*/3.0);
+  ASSERT_TRUE(buckets.Finish().ok());
+  buckets.WriteAveraged(7.0);
+
+  EXPECT_TRUE(torch::allclose(mean, torch::tensor({12.0F / 7, 36.0F / 7})));
+  EXPECT_TRUE(torch::equal(counter, torch::tensor({int64_t{3}, int64_t{9}})));  // 2.57, 8.57
+  EXPECT_TRUE(torch::allclose(variance, torch::tensor({6.0F})));
 }
 
 TEST_P(GradientBucketsIn, FinishWithoutControlValuesFailsInsteadOfWaitingForever) {

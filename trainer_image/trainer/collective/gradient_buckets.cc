@@ -6,9 +6,9 @@ namespace fulcrum::trainer {
 namespace {
 
 // targets[i] = sources[i] for every i, as two multi-tensor operations (zero, then add) instead of
-// a copy each: on a GPU two kernels rather than one launch per tensor (ResNet-18 has 62
-// parameters and 60 BatchNorm buffers, and these launches came after a host sync, with the GPU
-// idle). 0 + x is x exactly (a -0 becomes +0).
+// a copy each: on a GPU two kernels rather than one launch per tensor (ResNet-18 has 60
+// BatchNorm buffers, and these launches come after a host sync, with the GPU idle). 0 + x is x
+// exactly (a -0 becomes +0).
 void AssignEach(const std::vector<torch::Tensor>& targets,
                 const std::vector<torch::Tensor>& sources) {
   if (targets.empty()) return;
@@ -24,6 +24,14 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, int64_t 
     : parameters_(std::move(parameters)),
       slots_(parameters_.size()),
       averaged_(std::move(averaged)) {
+  // Grouped by dtype, float32 first (BatchNorm's statistics, then its integer counters), so that
+  // WriteAveraged converts each group once and assigns it in multi-tensor operations.
+  auto order = [](const torch::Tensor& tensor) {
+    return tensor.scalar_type() == torch::kFloat32 ? -1 : static_cast<int>(tensor.scalar_type());
+  };
+  std::stable_sort(
+      averaged_.begin(), averaged_.end(),
+      [&](const torch::Tensor& a, const torch::Tensor& b) { return order(a) < order(b); });
   int64_t offset = 0;
   for (std::size_t i = parameters_.size(); i-- > 0;) {
     if (buckets_.empty() || buckets_.back().count >= bucket_elements) {
@@ -69,6 +77,9 @@ void GradientBuckets::BeginStep(Collective& collective, void* producer_stream,
     flat_ = torch::zeros({needed}, flat_.options());
     if (staged()) host_ = MakeMirror(needed);
   }
+  // WriteMeanGradients left every gradient a view of the buffer, which this step's hooks
+  // overwrite: backward starts from none (it then hands over its own tensors, no kernel).
+  for (torch::Tensor& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
   collective_ = &collective;
   producer_stream_ = producer_stream;
   armed_ = false;
@@ -101,14 +112,16 @@ void GradientBuckets::SetControl(std::span<const double> values, double averaged
                        "control values set twice or with a length other than BeginStep's");
     return;
   }
-  {
+  if (!averaged_.empty()) {
     torch::NoGradGuard no_grad;
-    int64_t offset = gradient_elements_;
-    for (const torch::Tensor& tensor : averaged_) {
-      flat_.narrow(0, offset, tensor.numel())
-          .copy_(tensor.detach().reshape({-1}).to(torch::kFloat32).mul(averaged_weight));
-      offset += tensor.numel();
-    }
+    // Joined, weighted and copied in three kernels, not two or three per tensor (BatchNorm has
+    // three buffers per layer): on a GPU each launch is host time the last bucket waits for.
+    std::vector<torch::Tensor> pieces;
+    pieces.reserve(averaged_.size());
+    for (const torch::Tensor& tensor : averaged_)
+      pieces.push_back(tensor.detach().reshape({-1}).to(torch::kFloat32));
+    flat_.narrow(0, gradient_elements_, averaged_elements_)
+        .copy_(torch::cat(pieces).mul_(averaged_weight));
   }
   const int64_t control_offset = gradient_elements_ + averaged_elements_;
   const auto count = static_cast<int64_t>(values.size());
@@ -161,12 +174,23 @@ std::vector<double> GradientBuckets::SummedControl() const {
   return std::vector<double>(values, values + control_elements_);
 }
 
+torch::Tensor GradientBuckets::SlotView(std::size_t parameter) const {
+  const torch::Tensor& tensor = parameters_[parameter];
+  torch::Tensor slot = flat_.narrow(0, slots_[parameter].offset, slots_[parameter].count);
+  // In the parameter's own memory order (a channels_last weight's too): the copies in are
+  // straight copies, not transposes, and multi-tensor kernels over parameters, gradients and
+  // optimizer state keep their fast path, which needs them all laid out alike.
+  if (tensor.is_non_overlapping_and_dense())
+    return slot.as_strided(tensor.sizes(), tensor.strides());
+  return slot.view(tensor.sizes());
+}
+
 void GradientBuckets::CopyIntoSlot(std::size_t parameter, const torch::Tensor& gradient) {
   const Slot& slot = slots_[parameter];
   torch::NoGradGuard no_grad;
-  torch::Tensor destination = flat_.narrow(0, slot.offset, slot.count);
+  torch::Tensor destination = SlotView(parameter);
   if (gradient.defined()) {
-    destination.copy_(gradient.reshape({-1}));
+    destination.copy_(gradient);
   } else {
     destination.zero_();
   }
@@ -269,42 +293,48 @@ torch::Tensor GradientBuckets::WriteMeanGradients(double global_batch, double ma
   if (max_norm > 0.0) {
     gradients.mul_(torch::full_like(norm, max_norm).div_(norm).nan_to_num_(1.0).clamp_max_(1.0));
   }
-  std::vector<torch::Tensor> targets, means;
+  // Each gradient becomes its mean in the buffer itself, no copy (the next BeginStep lets go).
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     torch::Tensor& parameter = parameters_[i];
-    const torch::Tensor mean =
-        flat_.narrow(0, slots_[i].offset, slots_[i].count).view(parameter.sizes());
-    if (parameter.grad().defined()) {
-      targets.push_back(parameter.grad());
-      means.push_back(mean);
-    } else {
-      parameter.mutable_grad() = mean.to(parameter.device(), /*non_blocking=*/false, /*copy=*/true);
-    }
+    const torch::Tensor mean = SlotView(i);
+    parameter.mutable_grad() =
+        parameter.device() == flat_.device() ? mean : mean.to(parameter.device());
   }
-  AssignEach(targets, means);
   return norm;
 }
 
 void GradientBuckets::WriteAveraged(double total_weight) {
   if (total_weight <= 0.0 || averaged_.empty()) return;
   torch::NoGradGuard no_grad;
-  // One division for all of them; then the float32 ones (BatchNorm's statistics) assigned
-  // together, the others one by one (integer counters rounded).
+  // One division for all of them; then each dtype's group (the constructor put them together)
+  // rounded if integer, cast once and assigned together.
   const torch::Tensor means =
       flat_.narrow(0, gradient_elements_, averaged_elements_).div(total_weight);
-  std::vector<torch::Tensor> targets, sources;
   int64_t offset = 0;
-  for (torch::Tensor& tensor : averaged_) {
-    torch::Tensor mean = means.narrow(0, offset, tensor.numel()).view(tensor.sizes());
-    offset += tensor.numel();
-    if (tensor.scalar_type() == torch::kFloat32) {
-      targets.push_back(tensor);
-      sources.push_back(mean);
+  for (std::size_t first = 0; first < averaged_.size();) {
+    const c10::ScalarType type = averaged_[first].scalar_type();
+    std::vector<torch::Tensor> targets;
+    int64_t elements = 0;
+    for (std::size_t i = first; i < averaged_.size() && averaged_[i].scalar_type() == type; ++i) {
+      targets.push_back(averaged_[i]);
+      elements += averaged_[i].numel();
+    }
+    first += targets.size();
+    torch::Tensor group = means.narrow(0, offset, elements);
+    offset += elements;
+    group = (c10::isFloatingType(type) ? group : group.round()).to(type);
+    std::vector<torch::Tensor> sources;
+    int64_t at = 0;
+    for (const torch::Tensor& target : targets) {
+      sources.push_back(group.narrow(0, at, target.numel()).view(target.sizes()));
+      at += target.numel();
+    }
+    if (type == torch::kBool) {  // no addition to assign with
+      for (std::size_t i = 0; i < targets.size(); ++i) targets[i].copy_(sources[i]);
     } else {
-      tensor.copy_(c10::isFloatingType(tensor.scalar_type()) ? mean : mean.round());
+      AssignEach(targets, sources);
     }
   }
-  AssignEach(targets, sources);
 }
 
 }  // namespace fulcrum::trainer

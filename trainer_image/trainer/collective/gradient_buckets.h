@@ -92,7 +92,8 @@ class GradientBuckets {
   // of what they were summed over, the local batch times any loss scale). A 0-dim float64
   // tensor on the buffer's device, read when the host needs it (ComputeDevice::DeferToHost).
   torch::Tensor LocalSquaredNorm() const;
-  // Sets every parameter's gradient to its summed gradient divided by `global_batch`, scaled
+  // Sets every parameter's gradient to its summed gradient divided by `global_batch` (a view of
+  // the buffer, valid until the next BeginStep, which sets the gradients to none), scaled
   // down to a global L2 norm of `max_norm` where it is larger (max_norm 0: no clipping). The
   // norm is of the aggregated gradient, which every rank holds bit for bit, so every rank
   // clips identically. Returns the norm before clipping, a 0-dim float64 tensor on the buffer's
@@ -117,6 +118,8 @@ class GradientBuckets {
 
   void OnGradient(std::size_t parameter, const torch::Tensor& gradient);
   void CopyIntoSlot(std::size_t parameter, const torch::Tensor& gradient);
+  // A parameter's place in flat_, shaped and strided as the parameter.
+  torch::Tensor SlotView(std::size_t parameter) const;
   void StartReadyBuckets();  // with mutex_ held
   // The values a bucket's collective reduces: flat_ itself, or its host mirror after a copy.
   std::span<float> CollectiveValues(int64_t offset, int64_t count, bool last);
