@@ -5,6 +5,18 @@
 #include "trainer_image/trainer/data/sample_order.h"
 
 namespace fulcrum::trainer {
+namespace {
+
+// Through pinned memory and asynchronously: a copy from pageable memory makes the host wait
+// for the device's queue to drain first (CUDA's rule for pageable sources), once per call, and
+// the device then idles while the host launches the step's first kernels. The caching host
+// allocator keeps the pinned block until the copy has read it.
+torch::Tensor Upload(const torch::Tensor& host, torch::Device device) {
+  if (!device.is_cuda()) return host.to(device);
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
+}  // namespace
 
 Result<DeviceTransform> DeviceTransform::Make(const TransformOptions& options,
                                               std::span<const int64_t> sample_shape,
@@ -54,9 +66,10 @@ torch::Tensor DeviceTransform::Apply(const torch::Tensor& inputs, std::span<cons
     shape[1] = static_cast<int64_t>(options_.mean.size());
     const auto on = torch::TensorOptions(torch::kFloat64);
     const torch::Tensor mean =
-        torch::tensor(options_.mean, on).to(x.device(), torch::kFloat32).view(shape);
+        Upload(torch::tensor(options_.mean, on).to(torch::kFloat32), x.device()).view(shape);
     const torch::Tensor inverse_std =
-        torch::tensor(options_.std, on).reciprocal().to(x.device(), torch::kFloat32).view(shape);
+        Upload(torch::tensor(options_.std, on).reciprocal().to(torch::kFloat32), x.device())
+            .view(shape);
     x = (x - mean) * inverse_std;
   }
   return x;
@@ -82,7 +95,7 @@ torch::Tensor DeviceTransform::CropAndFlip(const torch::Tensor& inputs,
   }
   const torch::Device device = inputs.device();
   auto on_device = [&](const std::vector<int64_t>& values) {
-    return torch::tensor(values, torch::kInt64).to(device);
+    return Upload(torch::tensor(values, torch::kInt64), device);
   };
   torch::Tensor padded =
       padding > 0 ? torch::constant_pad_nd(inputs, {padding, padding, padding, padding}, 0)

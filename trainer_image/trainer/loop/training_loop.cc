@@ -910,14 +910,10 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
 // `micro_steps` slices whose gradients accumulate: the same sum whatever the split.
 torch::Tensor Trainer::ForwardBackwardOnce(const Batch& batch, const BatchRequest& request,
                                            int micro_steps) {
-  {
-    // One multi-tensor kernel, not a launch per parameter.
-    std::vector<torch::Tensor> gradients;
-    for (torch::Tensor& parameter : parameters_) {
-      if (parameter.grad().defined()) gradients.push_back(parameter.mutable_grad());
-    }
-    if (!gradients.empty()) at::_foreach_zero_(gradients);
-  }
+  // Backward starts from no gradients (set to none, as PyTorch's zero_grad does by default):
+  // the first micro-step's gradients are backward's own tensors, with no zeroing and no
+  // addition into zeros; later micro-steps add to them.
+  for (torch::Tensor& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
   // Summed in float64 on the device, as `+= loss.item<double>()` did on the host, without the
   // wait for the device that each item() was.
   torch::Tensor loss_sum =
@@ -1071,13 +1067,21 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   }
   double coordinator_seconds = SecondsSince(plan_lookup_start);
 
+  // Buffers (BatchNorm statistics) weighted by this rank's samples: all ranks get the mean.
+  const GradientBuckets::DeviceValue loss_value{ControlLayout::kLossSum, loss_sum};
+  const double factor = slowdown_.Current(job());
+  const bool emulated = factor > 1.0;
+  // Without an emulated slowdown the last bucket is queued now, behind backward on the device,
+  // so the device goes from backward to the all-reduce without waiting for the host to notice
+  // that backward ended.
+  if (!emulated) buckets_->SetControl(control, local_batch, std::span(&loss_value, 1));
+
   // Waits for backward to end on the device (the host assembled the control values meanwhile):
   // what follows is timed as the step's communication, which the balancer keeps apart from
   // compute, and the emulated slowdown's wall clock must cover the device's compute.
   const double device_compute_seconds = compute_->ComputeSeconds();
-  const double factor = slowdown_.Current(job());
   double emulated_seconds = 0.0;
-  if (factor > 1.0) {
+  if (emulated) {
     // The compute's own CPU time: the loader threads' is taken out.
     emulated_seconds =
         EmulatedSlowdown::SleepSeconds(factor, SecondsSince(compute_start),
@@ -1086,9 +1090,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   }
   // The device's clock (CUDA events on a GPU), plus the emulated slowdown's sleep if any.
   const double compute_seconds = device_compute_seconds + emulated_seconds;
-  // Buffers (BatchNorm statistics) weighted by this rank's samples: all ranks get the mean.
-  const GradientBuckets::DeviceValue loss_value{ControlLayout::kLossSum, loss_sum};
-  buckets_->SetControl(control, local_batch, std::span(&loss_value, 1));
+  if (emulated) buckets_->SetControl(control, local_batch, std::span(&loss_value, 1));
   // Everything after compute is split-independent (packing, all-reduce, optimizer update) except
   // the wait for slower ranks; the coordinator takes the least over ranks as the step's tail.
   const auto after_compute = SteadyClock::now();
@@ -1164,6 +1166,10 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
                                   {"step_seconds", step_seconds},
                                   {"compute_seconds", compute_seconds},
                                   {"data_wait_seconds", data_wait_seconds},
+                                  // From compute's end to the summed control values, and to
+                                  // the update queued: where a step's time after compute goes.
+                                  {"comm_seconds", comm_seconds},
+                                  {"after_compute_seconds", after_compute_seconds},
                                   // The rate the update used (0: none, a skipped step).
                                   {"learning_rate", learning_rate},
                                   // Wall clock of the step's end: benchmarks line steps up
