@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -77,9 +78,18 @@ def fulcrum_run(args, dataset, model, batch, steps, out, data_format):
     samples = sum(len(line["indices"]) for line in window[1:])
     wait = sum(line["data_wait_seconds"] for line in window)
     steps_seconds = sum(line["step_seconds"] for line in window)
+    walls = [b["unix_time"] - a["unix_time"] for a, b in zip(window, window[1:])]
     return {"samples_per_second": samples / seconds,
             "data_wait_fraction": wait / steps_seconds,
-            "compute_seconds_per_step": sum(l["compute_seconds"] for l in window) / len(window)}
+            "compute_seconds_per_step": sum(l["compute_seconds"] for l in window) / len(window),
+            # Where a step's wall time goes (medians, ms): compute by the device's clock, then
+            # from its end to the summed control values, to the update queued, and the rest
+            # (reading the step's scalars, the logs, the report, the next batch's hand-over).
+            "median_ms": {"wall": 1e3 * statistics.median(walls),
+                          **{key: 1e3 * statistics.median(line[key] for line in window)
+                             for key in ("step_seconds", "compute_seconds", "comm_seconds",
+                                         "after_compute_seconds", "data_wait_seconds")
+                             if key in window[0]}}}
 
 
 class PackedImages(torch.utils.data.Dataset):
