@@ -23,6 +23,7 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> parameters, int64_t 
                                  CollectiveMemory collective_memory)
     : parameters_(std::move(parameters)),
       slots_(parameters_.size()),
+      slot_views_(parameters_.size()),
       averaged_(std::move(averaged)) {
   // Grouped by dtype, float32 first (BatchNorm's statistics, then its integer counters), so that
   // WriteAveraged converts each group once and assigns it in multi-tensor operations.
@@ -174,21 +175,26 @@ std::vector<double> GradientBuckets::SummedControl() const {
   return std::vector<double>(values, values + control_elements_);
 }
 
-torch::Tensor GradientBuckets::SlotView(std::size_t parameter) const {
+const torch::Tensor& GradientBuckets::SlotView(std::size_t parameter) {
   const torch::Tensor& tensor = parameters_[parameter];
+  torch::Tensor& view = slot_views_[parameter];
+  // Made again only when flat_ was reallocated or the parameter changed its layout: a view is a
+  // few microseconds of host time, and WriteMeanGradients needs one per parameter with the
+  // device idle.
+  if (view.defined() && view.is_alias_of(flat_) && view.strides() == tensor.strides()) return view;
   torch::Tensor slot = flat_.narrow(0, slots_[parameter].offset, slots_[parameter].count);
   // In the parameter's own memory order (a channels_last weight's too): the copies in are
   // straight copies, not transposes, and multi-tensor kernels over parameters, gradients and
   // optimizer state keep their fast path, which needs them all laid out alike.
-  if (tensor.is_non_overlapping_and_dense())
-    return slot.as_strided(tensor.sizes(), tensor.strides());
-  return slot.view(tensor.sizes());
+  view = tensor.is_non_overlapping_and_dense() ? slot.as_strided(tensor.sizes(), tensor.strides())
+                                               : slot.view(tensor.sizes());
+  return view;
 }
 
 void GradientBuckets::CopyIntoSlot(std::size_t parameter, const torch::Tensor& gradient) {
   const Slot& slot = slots_[parameter];
   torch::NoGradGuard no_grad;
-  torch::Tensor destination = SlotView(parameter);
+  const torch::Tensor& destination = SlotView(parameter);
   if (gradient.defined()) {
     destination.copy_(gradient);
   } else {
@@ -296,7 +302,7 @@ torch::Tensor GradientBuckets::WriteMeanGradients(double global_batch, double ma
   // Each gradient becomes its mean in the buffer itself, no copy (the next BeginStep lets go).
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     torch::Tensor& parameter = parameters_[i];
-    const torch::Tensor mean = SlotView(i);
+    const torch::Tensor& mean = SlotView(i);
     parameter.mutable_grad() =
         parameter.device() == flat_.device() ? mean : mean.to(parameter.device());
   }

@@ -118,8 +118,8 @@ class GradientBuckets {
 
   void OnGradient(std::size_t parameter, const torch::Tensor& gradient);
   void CopyIntoSlot(std::size_t parameter, const torch::Tensor& gradient);
-  // A parameter's place in flat_, shaped and strided as the parameter.
-  torch::Tensor SlotView(std::size_t parameter) const;
+  // A parameter's place in flat_, shaped and strided as the parameter (kept in slot_views_).
+  const torch::Tensor& SlotView(std::size_t parameter);
   void StartReadyBuckets();  // with mutex_ held
   // The values a bucket's collective reduces: flat_ itself, or its host mirror after a copy.
   std::span<float> CollectiveValues(int64_t offset, int64_t count, bool last);
@@ -128,6 +128,7 @@ class GradientBuckets {
 
   std::vector<torch::Tensor> parameters_;
   std::vector<Slot> slots_;
+  std::vector<torch::Tensor> slot_views_;  // SlotView's, one per parameter
   std::vector<Bucket> buckets_;
   int64_t gradient_elements_ = 0;
   std::vector<torch::Tensor> averaged_;

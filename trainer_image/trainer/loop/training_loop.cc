@@ -1098,7 +1098,6 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   // The buckets backward did not start (all of them without overlap), then the wait for all.
   if (Status status = buckets_->Finish(); !status.ok()) return status.error();
   control = buckets_->SummedControl();
-  buckets_->WriteAveraged(control[ControlLayout::kBatch]);
   const double comm_seconds = SecondsSince(after_compute);
 
   // Commit: from here on the step happened, identically on every rank.
@@ -1116,13 +1115,12 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   // What the report needs from the device, queued before the update so that reading them waits
   // for these values, not for the optimizer's kernels (ComputeDevice::DeferToHost). The norm is
   // 0 where no update was computed, as before.
-  torch::Tensor gradient_norm =
-      torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(compute_->device()));
-  if (global_batch > 0 && finite) {
-    // Divided by the loss scale too: the mean gradient of the unscaled loss.
-    gradient_norm =
-        buckets_->WriteMeanGradients(global_batch * loss_scale, config_.clip_gradient_norm);
-  }
+  // Divided by the loss scale too: the mean gradient of the unscaled loss.
+  const torch::Tensor gradient_norm =
+      global_batch > 0 && finite
+          ? buckets_->WriteMeanGradients(global_batch * loss_scale, config_.clip_gradient_norm)
+          : torch::zeros({},
+                         torch::TensorOptions().dtype(torch::kFloat64).device(compute_->device()));
   const DeferredScalars from_device =
       compute_->DeferToHost({loss_sum, gradient_norm, buckets_->LocalSquaredNorm()});
   if (global_batch > 0 && finite) {
@@ -1144,6 +1142,9 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
                  {"next_loss_scale", loss_scaler_->scale()}});
     }
   }
+  // The buffers' means (BatchNorm statistics) are next read by the next forward: queued after
+  // the update, so the device runs the optimizer while the host launches these.
+  buckets_->WriteAveraged(global_batch);
   const int64_t step = progress_.step;
   progress_.step += 1;
   progress_.cursor += static_cast<int64_t>(global_batch);
