@@ -66,10 +66,10 @@ grep '"finished"' "$logs/train_cnn_cuda_nccl.log"
 # Through a coordinator: the trainer's Hello carries the GPU's own name and memory (from
 # cudaGetDeviceProperties, not a node label), which the coordinator logs and keeps.
 if wanted coordinator_hello; then
-  work="$logs/coordinator"; mkdir -p "$work"
-  echo "local gpu-check-token" >"$work/tokens"; echo "gpu-check-token" >"$work/token"
-  "$bin/fulcrum-coordinator" --listen 127.0.0.1:0 --job-token-file "$work/tokens" --global-batch 256 \
-    --min-workers 1 --state-file "$work/state.json" --settle-ms 300 --insecure true \
+  hello="$logs/coordinator"; mkdir -p "$hello"
+  echo "local gpu-check-token" >"$hello/tokens"; echo "gpu-check-token" >"$hello/token"
+  "$bin/fulcrum-coordinator" --listen 127.0.0.1:0 --job-token-file "$hello/tokens" --global-batch 256 \
+    --min-workers 1 --state-file "$hello/state.json" --settle-ms 300 --insecure true \
     >"$logs/coordinator.log" 2>&1 &
   coordinator=$!
   port=""
@@ -78,7 +78,7 @@ if wanted coordinator_hello; then
     [[ -n $port ]] && break; sleep 0.1
   done
   check coordinator_hello_trainer "$bin/fulcrum-trainer" --coordinator "127.0.0.1:$port" --coordinator-insecure true \
-    --token-file "$work/token" --job local --pod gpu-trainer --device cuda --model cnn \
+    --token-file "$hello/token" --job local --pod gpu-trainer --device cuda --model cnn \
     --image-size 32 --hidden 64 --steps 30
   kill "$coordinator" 2>/dev/null; wait "$coordinator" 2>/dev/null
   joined=$(grep '"trainer joined"' "$logs/coordinator.log" | head -1)
@@ -131,11 +131,12 @@ check equivalence_gloo_compare python3 "$(dirname "$0")/compare_checkpoints.py" 
   "$logs/equivalence-cuda_gloo/checkpoint-000000000020.bin" "$logs/equivalence-cpu/checkpoint-000000000020.bin" 1e-4
 wanted equivalence_gloo_compare && cat "$logs/equivalence_gloo_compare.log"
 
-# Out of memory on purpose: a ResNet-18 batch far beyond the GPU's memory. The trainer must
-# catch it, retry in micro-steps, finish its steps and say so in its log.
+# Out of memory on purpose: a ResNet-18 batch far beyond the GPU's memory (about 22 MB a sample
+# at 224x224: 8192 need ~180 GB; 4096, ~90 GB, ran out on an 80 GB H100 but fits in an H200's
+# 141 GB). The trainer must catch it, retry in micro-steps, finish its steps and say so in its log.
 wanted out_of_memory && {
 check out_of_memory_recovered trainer --device cuda --model resnet18 --image-size 224 \
-  --batches 4096 --steps 3 --dataset-size 4096 --threads 16
+  --batches 8192 --steps 3 --dataset-size 8192 --threads 16
 grep -E 'out of memory|"finished"' "$logs/out_of_memory_recovered.log" | cut -c1-400
 grep -c 'out of memory: retrying' "$logs/out_of_memory_recovered.log" | sed 's/^/out-of-memory retries logged: /'
 grep -q 'out of memory: retrying' "$logs/out_of_memory_recovered.log" || { echo "FAIL: no out-of-memory retry logged"; failures=$((failures + 1)); }
