@@ -2,6 +2,7 @@
 """fulcrum-trainer's data path against PyTorch on one NVIDIA GPU (issue 22's GPU benchmark).
 
   gpu_data_bench.py --trainer BIN/fulcrum-trainer OUT_DIR [--sizes 224,32] [--steps N]
+                    [--eager-baseline]
                     [--loader-threads 4] [--formats fp32,fp32-cl,bf16-cl]
 
 Run on the GPU machine (tests/trainer_image/gpu/run_gpu_checks.sh runs it as check data_path),
@@ -16,6 +17,10 @@ contiguous, normalised on the GPU:
 Steady samples/s over the steps after the first 30%, by wall clock (torch.cuda.synchronize at
 both ends for PyTorch; the trainer's sample log's unix_time for fulcrum-trainer). Goals:
 fulcrum >= 1.0x the DataLoader pipeline and >= 0.9x batches-on-GPU, at both sizes (issue 22).
+
+--eager-baseline adds PyTorch with the batches on the GPU running torchvision's eager module
+(same initial weights) rather than the TorchScript file: the model a PyTorch user would run, as
+a reference beside the same-model comparison.
 
 Each size runs in each of --formats, both sides alike (issue 23: >= 0.9x PyTorch in each):
 fp32 (contiguous, as above), fp32-cl (channels_last weights and inputs: the trainer's
@@ -108,11 +113,17 @@ class PackedImages(torch.utils.data.Dataset):
         return torch.from_numpy(np.array(self.images[index])), int(self.labels[index])
 
 
-def pytorch_runs(dataset, model_path, batch, steps, data_format):
+def pytorch_runs(dataset, model_path, batch, steps, data_format, eager=False):
     device = torch.device("cuda", 0)
     _, channels_last, autocast = FORMATS[data_format]
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
-    module = torch.jit.load(model_path).to(device, memory_format=memory_format)
+    if eager:  # torchvision's module itself, the same initial weights as the scripted file
+        import torchvision
+        torch.manual_seed(0)
+        module = torchvision.models.resnet18(num_classes=10)
+    else:
+        module = torch.jit.load(model_path)
+    module = module.to(device, memory_format=memory_format)
     ddp = torch.nn.parallel.DistributedDataParallel(module, device_ids=[0])
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
@@ -152,6 +163,8 @@ def pytorch_runs(dataset, model_path, batch, steps, data_format):
     resident = [(torch.randint(0, 256, (batch, 3) + tuple(PackedImages(dataset)[0][0].shape[1:]),
                                dtype=torch.uint8, device=device),
                  torch.randint(0, 10, (batch,), device=device)) for _ in range(8)]
+    if eager:
+        return {"batches_on_gpu_eager": timed(resident[i % 8] for i in range(steps))}
     return {"dataloader": timed(from_loader()),
             "batches_on_gpu": timed(resident[i % 8] for i in range(steps))}
 
@@ -164,6 +177,10 @@ def main():
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--loader-threads", type=int, default=4)
     parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--eager-baseline", action="store_true",
+                        help="also PyTorch with the batches on the GPU and torchvision's eager "
+                             "module (not the scripted file the trainer runs): a reference, "
+                             "not the goal's baseline")
     args = parser.parse_args()
     formats = args.formats.split(",")
     if not set(formats) <= set(FORMATS):
@@ -183,11 +200,17 @@ def main():
             fulcrum = fulcrum_run(args, dataset, model, settings["batch"], args.steps, args.out,
                                   data_format)
             pytorch = pytorch_runs(dataset, model, settings["batch"], args.steps, data_format)
+            if args.eager_baseline:
+                pytorch.update(pytorch_runs(dataset, model, settings["batch"], args.steps,
+                                            data_format, eager=True))
             results["sizes"].setdefault(f"3x{size}x{size}", {})[data_format] = {
                 "batch": settings["batch"], "fulcrum": fulcrum, "pytorch": pytorch,
                 "fulcrum_over_dataloader": fulcrum["samples_per_second"] / pytorch["dataloader"],
                 "fulcrum_over_batches_on_gpu":
                     fulcrum["samples_per_second"] / pytorch["batches_on_gpu"],
+                **({"fulcrum_over_batches_on_gpu_eager":
+                    fulcrum["samples_per_second"] / pytorch["batches_on_gpu_eager"]}
+                   if args.eager_baseline else {}),
                 "goals": {"over_dataloader": ">= 1.0", "over_batches_on_gpu": ">= 0.9"}}
             # Partial results survive a run cut short (not a line of the final object's).
             print("partial", json.dumps({"size": size, "format": data_format,

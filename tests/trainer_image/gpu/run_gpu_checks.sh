@@ -153,9 +153,10 @@ wanted curve_resnet18_224 && cp "$logs/curve_resnet18_224.log" "$out/curve_resne
 
 # The data path against PyTorch (issue 22): packed uint8 data, torchvision ResNet-18 as
 # TorchScript, at 224x224 and 32x32 (bench/trainer/gpu_data_bench.py).
-# In fp32, fp32 channels_last and bf16 channels_last (issue 23), both sides alike.
+# In fp32, fp32 channels_last and bf16 channels_last (issue 23), both sides alike; and, as a
+# reference, PyTorch running torchvision's eager module with the batches on the GPU.
 check data_path python3 "$(dirname "$0")/../../../bench/trainer/gpu_data_bench.py" \
-  --trainer "$bin/fulcrum-trainer" "$work/data_path"
+  --trainer "$bin/fulcrum-trainer" --eager-baseline "$work/data_path"
 wanted data_path && { sed -n '/^{/,$p' "$logs/data_path.log" >"$out/data_path.json"; grep '^partial' "$logs/data_path.log" | cut -c1-600; }
 
 # Real heterogeneity (issue 25): three trainers on this one GPU, each limited by MPS to its own
