@@ -46,7 +46,17 @@ Result<DeviceTransform> DeviceTransform::Make(const TransformOptions& options,
                        : options.scale > 0           ? options.scale
                        : input_type == torch::kUInt8 ? 1.0 / 255.0
                                                      : 1.0;
-  return DeviceTransform(options, scale);
+  // The normalisation's constants, made once: [1, C, 1, ...] float32 on the host, uploaded to
+  // the batch's device each step.
+  torch::Tensor mean, inverse_std;
+  if (!options.mean.empty()) {
+    std::vector<int64_t> shape(sample_shape.size() + 1, 1);
+    shape[1] = static_cast<int64_t>(options.mean.size());
+    const auto on = torch::TensorOptions(torch::kFloat64);
+    mean = torch::tensor(options.mean, on).to(torch::kFloat32).view(shape);
+    inverse_std = torch::tensor(options.std, on).reciprocal().to(torch::kFloat32).view(shape);
+  }
+  return DeviceTransform(options, scale, std::move(mean), std::move(inverse_std));
 }
 
 torch::Tensor DeviceTransform::Apply(const torch::Tensor& inputs, std::span<const int64_t> indices,
@@ -61,17 +71,7 @@ torch::Tensor DeviceTransform::Apply(const torch::Tensor& inputs, std::span<cons
   // (micro-steps after running out of memory) transforms again.
   x = x.to(torch::kFloat32);
   if (scale_ != 1.0) x = x * scale_;
-  if (!options_.mean.empty()) {
-    std::vector<int64_t> shape(static_cast<std::size_t>(x.dim()), 1);
-    shape[1] = static_cast<int64_t>(options_.mean.size());
-    const auto on = torch::TensorOptions(torch::kFloat64);
-    const torch::Tensor mean =
-        Upload(torch::tensor(options_.mean, on).to(torch::kFloat32), x.device()).view(shape);
-    const torch::Tensor inverse_std =
-        Upload(torch::tensor(options_.std, on).reciprocal().to(torch::kFloat32), x.device())
-            .view(shape);
-    x = (x - mean) * inverse_std;
-  }
+  if (mean_.defined()) x = (x - Upload(mean_, x.device())) * Upload(inverse_std_, x.device());
   return x;
 }
 

@@ -29,13 +29,20 @@ class DeviceTransform {
                       int64_t first_position, int64_t dataset_size, bool augment = true) const;
 
  private:
-  explicit DeviceTransform(TransformOptions options, double scale)
-      : options_(std::move(options)), scale_(scale) {}
+  DeviceTransform(TransformOptions options, double scale, torch::Tensor mean,
+                  torch::Tensor inverse_std)
+      : options_(std::move(options)),
+        scale_(scale),
+        mean_(std::move(mean)),
+        inverse_std_(std::move(inverse_std)) {}
   torch::Tensor CropAndFlip(const torch::Tensor& inputs, std::span<const int64_t> indices,
                             int64_t first_position, int64_t dataset_size) const;
 
   TransformOptions options_;
   double scale_;
+  // Per-channel normalisation on the host, [1, C, 1, ...]; undefined without one.
+  torch::Tensor mean_;
+  torch::Tensor inverse_std_;
 };
 
 }  // namespace fulcrum::trainer
