@@ -57,10 +57,15 @@ FORMATS = {
 }
 
 
-def write_model(path):
+def resnet18():
+    """torchvision's ResNet-18 for 10 classes, the same initial weights every call."""
     import torchvision
     torch.manual_seed(0)
-    torch.jit.script(torchvision.models.resnet18(num_classes=10)).save(path)
+    return torchvision.models.resnet18(num_classes=10)
+
+
+def write_model(path):
+    torch.jit.script(resnet18()).save(path)
 
 
 def fulcrum_run(args, dataset, model, batch, steps, out, data_format):
@@ -117,13 +122,9 @@ def pytorch_runs(dataset, model_path, batch, steps, data_format, eager=False):
     device = torch.device("cuda", 0)
     _, channels_last, autocast = FORMATS[data_format]
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
-    if eager:  # torchvision's module itself, the same initial weights as the scripted file
-        import torchvision
-        torch.manual_seed(0)
-        module = torchvision.models.resnet18(num_classes=10)
-    else:
-        module = torch.jit.load(model_path)
-    module = module.to(device, memory_format=memory_format)
+    # Eager: torchvision's module itself, the same initial weights as the scripted file.
+    module = (resnet18() if eager else torch.jit.load(model_path)).to(
+        device, memory_format=memory_format)
     ddp = torch.nn.parallel.DistributedDataParallel(module, device_ids=[0])
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
     mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
