@@ -45,8 +45,10 @@ check() {  # check NAME COMMAND...: runs it, logs to OUT/logs/NAME.log, counts f
   keep_logs
 }
 
+# Ports below the ephemeral range, as everywhere else (scripts/lib/free_port.py says why).
+free_port_script="$(cd "$(dirname "$0")/../../.." && pwd)/scripts/lib/free_port.py"
 trainer() {  # one static rank on this GPU; the rendezvous store on a free loopback port
-  local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  local port; port=$(python3 "$free_port_script")
   "$bin/fulcrum-trainer" --world-size 1 --rank 0 --rendezvous "127.0.0.1:$port" "$@"
 }
 
@@ -96,7 +98,7 @@ fi
 # one GPU allows.)
 if wanted nccl_absent_peer; then
   start=$SECONDS
-  timeout 120 bash -c "$(declare -f trainer); bin='$bin'; trainer --world-size 2 --device cuda \
+  timeout 120 bash -c "$(declare -f trainer); bin='$bin'; free_port_script='$free_port_script'; trainer --world-size 2 --device cuda \
     --collective nccl --batches 8,8 --steps 5 --collective-timeout-ms 5000" \
     >"$logs/nccl_absent_peer.log" 2>&1
   rc=$?
