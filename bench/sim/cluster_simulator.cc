@@ -321,6 +321,10 @@ Result<PolicyRun> RunScenario(const Scenario& scenario, balancer::PolicyKind pol
   config.interval_steps = scenario.interval_steps;
   config.min_gain = scenario.min_gain;
   if (scenario.gain_noise_sigmas) config.gain_noise_sigmas = *scenario.gain_noise_sigmas;
+  config.slowdown_evidence_to_plan =
+      scenario.slowdown_evidence_to_plan.value_or(config.slowdown_evidence_to_plan);
+  config.speed_evidence_to_plan =
+      scenario.speed_evidence_to_plan.value_or(config.speed_evidence_to_plan);
   config.seed = scenario.seed;
   Result<balancer::Controller> controller = balancer::Controller::Create(config);
   if (!controller.ok()) return controller.error();

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <utility>
 
 namespace fulcrum::sim {
 namespace {
@@ -170,6 +172,20 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
         return InvalidArgument("balancer.gain_noise_sigmas", "must be a number in [0, 10], e.g. 1");
       }
       scenario.gain_noise_sigmas = *sigmas;
+    }
+    // Reports that size a confirmed change before its plan, after a slowdown and a speed-up
+    // (ControllerConfig): three confirm one, so fewer cannot be asked for.
+    for (auto [key, field] :
+         {std::pair{"slowdown_evidence_to_plan", &scenario.slowdown_evidence_to_plan},
+          std::pair{"speed_evidence_to_plan", &scenario.speed_evidence_to_plan}}) {
+      if (!balancer[key]) continue;
+      Result<int> evidence = Read<int>(balancer, key, "balancer.");
+      if (!evidence.ok()) return evidence.error();
+      if (*evidence < 3 || *evidence > 15) {
+        return InvalidArgument(std::string("balancer.") + key,
+                               "must be an integer in [3, 15], e.g. 4");
+      }
+      *field = *evidence;
     }
   }
   if (const YAML::Node noise = root["noise"]) {

@@ -65,7 +65,9 @@ struct Scenario {
   double tail_seconds = 0.0;  // true all-reduce time not hidden by the backward pass
   int interval_steps = 10;
   double min_gain = 0.05;
-  std::optional<double> gain_noise_sigmas;  // unset: ControllerConfig's default
+  std::optional<double> gain_noise_sigmas;       // unset: ControllerConfig's default
+  std::optional<int> slowdown_evidence_to_plan;  // unset: ControllerConfig's default
+  std::optional<int> speed_evidence_to_plan;     // unset: ControllerConfig's default
   // Steps between a decision and the step it applies to, as the coordinator's plan lead: a
   // plan decided after step t runs from t + lead, and the workers report the old batches until
   // then. 0: the decision applies to the step it is made for.

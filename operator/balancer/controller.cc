@@ -435,8 +435,10 @@ bool Controller::SpeedChangeReady() const {
   // The reports that confirm a change size it roughly; a few more refine the speed factor
   // (performance_model.h) before the plan that follows it, which is then right the first time.
   return std::any_of(workers_.begin(), workers_.end(), [&](const Worker& worker) {
+    const bool slowed = worker.compute.speed_factor() > worker.speed_when_planned;
     return worker.speed_change_unplanned &&
-           worker.compute.speed_evidence() >= config_.speed_evidence_to_plan;
+           worker.compute.speed_evidence() >=
+               (slowed ? config_.slowdown_evidence_to_plan : config_.speed_evidence_to_plan);
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -46,25 +47,38 @@ TEST(ClusterSimulator, ALinearDeviceIsNeverCountedPathological) {
 }
 
 // Issue 25's goals on the demo's event with what made the balancer thrash there (contention a
-// slowdown does not scale, the apply lead): a 6x slowdown of the fastest worker, then its end,
-// are each answered by at most two plans, within 12 steps (4 to confirm and size the change,
-// twice the 3-step lead, and the landing's measurement), and the slowed worker's batch never
-// goes back up while it is slow.
-TEST(ClusterSimulator, ASixfoldSlowdownAndItsEndAreEachAnsweredByAtMostTwoPlansWithoutThrash) {
-  const Result<PolicyRun> run =
-      RunScenario(LoadBundled("slowdown6x.yaml"), balancer::PolicyKind::kOptimal);
-  ASSERT_TRUE(run.ok()) << run.error().ToString();
-  ASSERT_EQ(run->events.size(), 3u);  // the start, the slowdown, its end
-  for (std::size_t i = 1; i < run->events.size(); ++i) {
-    const EventOutcome& event = run->events[i];
-    SCOPED_TRACE(event.description);
-    EXPECT_GE(event.plan_changes, 1);
-    EXPECT_LE(event.plan_changes, 2);
-    ASSERT_TRUE(event.reaction_steps.has_value());
-    EXPECT_LE(*event.reaction_steps, 12);
-    EXPECT_EQ(event.slowed_batch_rises, 0);
+// slowdown does not scale, the apply lead): over 30 seeds of timing noise, a 6x slowdown of the
+// fastest worker, then its end, are each answered by at most two plans, within 10 steps (3
+// reports confirm and size the slowdown, the 3-step lead, 3 reports of the landing, the lead
+// again), and the slowed worker's batch never goes back up while it is slow. Some seeds' splits
+// hover at the 0.95 the reaction counts from (bench/sim/event_sweep.py), so most, not all, must
+// get there for good.
+TEST(ClusterSimulator, ASixfoldSlowdownAndItsEndAreEachAnsweredByAtMostTwoPlansWithin10Steps) {
+  constexpr int kSeeds = 30;
+  const Scenario scenario = LoadBundled("slowdown6x.yaml");
+  int reached[3] = {0, 0, 0};
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Scenario seeded = scenario;
+    seeded.seed = static_cast<uint64_t>(seed);
+    const Result<PolicyRun> run = RunScenario(seeded, balancer::PolicyKind::kOptimal);
+    ASSERT_TRUE(run.ok()) << run.error().ToString();
+    ASSERT_EQ(run->events.size(), 3u);  // the start, the slowdown, its end
+    for (std::size_t i = 1; i < run->events.size(); ++i) {
+      const EventOutcome& event = run->events[i];
+      SCOPED_TRACE(event.description);
+      EXPECT_GE(event.plan_changes, 1);
+      EXPECT_LE(event.plan_changes, 2);
+      EXPECT_EQ(event.slowed_batch_rises, 0);
+      if (event.reaction_steps) {
+        EXPECT_LE(*event.reaction_steps, 10);
+        ++reached[i];
+      }
+    }
+    EXPECT_GE(run->efficiency, 0.92);
   }
-  EXPECT_GE(run->efficiency, 0.94);
+  EXPECT_GE(reached[1], kSeeds * 8 / 10);
+  EXPECT_GE(reached[2], kSeeds * 8 / 10);
 }
 
 TEST(ClusterSimulator, RefusesAnApplyLeadWithMembershipEvents) {
