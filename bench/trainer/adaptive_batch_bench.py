@@ -126,6 +126,8 @@ def run_fulcrum(args, data, adaptive):
     if adaptive:
         coordinator += (f" --adaptive-batch-min {args.batch} --adaptive-batch-max "
                         f"{args.adaptive_max} --adaptive-batch-dwell-steps {args.dwell}")
+        if args.max_factor is not None:
+            coordinator += f" --adaptive-batch-max-factor {args.max_factor}"
     command = [sys.executable, os.path.join(ROOT, "scripts", "local-train"), "--build-dir",
                args.build_dir, "--steps", "1", "--global-batch", str(args.batch), "--slowdowns",
                SLOWDOWNS, "--model", "mlp", "--quiet", "--workdir", workdir,
@@ -168,6 +170,9 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--adaptive-max", type=int, default=512)
     parser.add_argument("--dwell", type=int, default=30)
+    parser.add_argument("--max-factor", type=float,
+                        help="spec.batching.maxFactor: one change moves B by at most this factor "
+                             "(default: the coordinator's, 4)")
     parser.add_argument("--apply-lead-ms", type=float,
                         help="the coordinator's plan lead for fixed and adaptive alike "
                              "(default: the coordinator's, 30 ms: 3-5 of these steps)")
@@ -214,7 +219,8 @@ def main():
         "setup": {"data": described,
                   "model": f"fulcrum-trainer mlp, hidden {args.hidden}",
                   "batch": args.batch, "adaptive_range": [args.batch, args.adaptive_max],
-                  "adaptive_dwell_steps": args.dwell, "learning_rate": args.lr,
+                  "adaptive_dwell_steps": args.dwell, "adaptive_max_factor": args.max_factor or "the coordinator's default (4)",
+                  "learning_rate": args.lr,
                   "apply_lead_ms": args.apply_lead_ms or "the coordinator's default",
                   "epochs": args.epochs, "eval_every_steps": args.eval_every,
                   "target_eval_loss": args.target_loss, "rounds": args.rounds},

@@ -75,7 +75,7 @@ struct JobSpec {
     int max = 0;
     std::string learning_rate_scaling = "adaScale";
     int64_t min_steps_between_changes = 100;
-    double max_factor = 2.0;
+    double max_factor = 4.0;
   } batching;
 
   std::optional<int64_t> steps;

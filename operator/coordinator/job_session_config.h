@@ -58,7 +58,7 @@ struct JobSessionConfig {
     int min_batch = 0;
     int max_batch = 0;
     int64_t min_steps_between_changes = 100;
-    double max_factor = 2.0;
+    double max_factor = 4.0;
     double min_gain = 0.05;
     balancer::LearningRateScaling scaling = balancer::LearningRateScaling::kAdaScale;
     // The gradient noise estimate's memory, in steps (estimated in either mode, for status).

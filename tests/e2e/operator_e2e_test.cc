@@ -653,19 +653,22 @@ TEST_F(OperatorE2E, AnAdaptiveBatchJobGrowsItsGlobalBatchWithTheNoiseScaleAndSho
   const json change = batching["changes"][0];
   std::printf("adaptive-batch: %s\n", change.dump().c_str());
   EXPECT_EQ(batching["mode"], "adaptive");
+  const int grown = change["to"].get<int>();
   EXPECT_EQ(change["from"], 48);
-  EXPECT_EQ(change["to"], 96) << "after the dwell, by at most x2";
+  EXPECT_GT(grown, 48);
+  EXPECT_LE(grown, 192) << "after the dwell, by at most x4 (maxFactor's default)";
   EXPECT_GE(change["step"].get<int64_t>(), 50);
   EXPECT_GT(change["gradientNoiseScale"].get<double>(), 0.0);
   EXPECT_GT(change["learningRate"].get<double>(), 0.05);
-  EXPECT_THAT(change["reason"].get<std::string>(), ::testing::HasSubstr("B 48 -> 96: goodput"));
+  EXPECT_THAT(change["reason"].get<std::string>(),
+              ::testing::HasSubstr("B 48 -> " + std::to_string(grown) + ": goodput"));
   EXPECT_TRUE(WaitUntil([&] { return EventReasons().contains("GlobalBatchChanged"); }, 60s));
   EXPECT_TRUE(WaitUntil(
       [&] {
         const std::string metrics = operator_->Metrics();
         return metrics.find("fulcrum_job_global_batch{job=\"adaptive-batch\",namespace=\"" + ns_ +
-                            "\"} 96") != std::string::npos ||
-               Status("adaptive-batch")["batching"].value("globalBatchSize", 0) > 96;
+                            "\"} " + std::to_string(grown)) != std::string::npos ||
+               Status("adaptive-batch")["batching"].value("globalBatchSize", 0) != grown;
       },
       60s))
       << operator_->Metrics();

@@ -64,6 +64,9 @@ void AddFlags(CLI::App& app, CoordinatorFlags& flags, std::string& policy) {
   app.add_option("--adaptive-batch-max", job.batching.max_batch, "see --adaptive-batch-min");
   app.add_option("--adaptive-batch-dwell-steps", job.batching.min_steps_between_changes,
                  "least steps between global batch changes");
+  app.add_option(
+      "--adaptive-batch-max-factor", job.batching.max_factor,
+      "one change moves the global batch by at most this factor (spec.batching.maxFactor)");
   app.add_option_function<std::string>(
          "--learning-rate-scaling",
          [&job](const std::string& rule) {

@@ -1080,21 +1080,22 @@ TEST_F(JobSessionTest, AnAdaptiveGlobalBatchGrowsWithTheNoiseAfterTheDwellWithIt
     out = TrainWithGradientNoise(*job_, now_, step, step + 1, 5000.0);
   }
   const JobSessionSnapshot changed = job_->Snapshot();
-  EXPECT_EQ(changed.global_batch, 60) << "at most x2 in one change";
+  // Noise that large makes the biggest reachable B the best: the bound, maxFactor's default x4.
+  EXPECT_EQ(changed.global_batch, 120) << "at most x4 in one change";
   ASSERT_EQ(changed.global_batch_changes.size(), 1u);
   const GlobalBatchChange& change = changed.global_batch_changes[0];
   EXPECT_EQ(change.from, 30);
-  EXPECT_EQ(change.to, 60);
+  EXPECT_EQ(change.to, 120);
   EXPECT_GE(change.step, 30);
   const double expected_rate =
-      balancer::ScaledLearningRate(balancer::LearningRateScaling::kAdaScale, 0.1, 30, 60, 5000.0);
+      balancer::ScaledLearningRate(balancer::LearningRateScaling::kAdaScale, 0.1, 30, 120, 5000.0);
   EXPECT_NEAR(change.learning_rate, expected_rate, 1e-9);
   EXPECT_NEAR(changed.learning_rate, expected_rate, 1e-9);
   // The new split and its learning rate go to every rank in the same Assignment.
   ASSERT_EQ(out.size(), 2u);
   for (const Outgoing& message : out) {
     ASSERT_TRUE(message.message.has_assignment());
-    EXPECT_EQ(message.message.assignment().global_batch(), 60);
+    EXPECT_EQ(message.message.assignment().global_batch(), 120);
     EXPECT_NEAR(message.message.assignment().learning_rate(), expected_rate, 1e-9);
   }
   EXPECT_EQ(changed.batching_mode, "adaptive");
@@ -1111,7 +1112,7 @@ TEST_F(JobSessionTest, ALiveLearningRateEditRestartsAnAdaptiveBatchAtItsBaseWith
   for (; step < 40 && job_->Snapshot().global_batch == 30; ++step) {
     TrainWithGradientNoise(*job_, now_, step, step + 1, 5000.0);
   }
-  ASSERT_EQ(job_->Snapshot().global_batch, 60) << "the scenario needs a grown B";
+  ASSERT_GT(job_->Snapshot().global_batch, 30) << "the scenario needs a grown B";
   JobSessionConfig edited = AdaptiveConfig(30, 16, 240, 30);
   edited.learning_rate = 0.2;
   ASSERT_TRUE(job_->Reconfigure(edited, now_).ok());
