@@ -134,7 +134,7 @@ def run_fulcrum(args, data, adaptive):
                "--coordinator-args", coordinator, "--",
                "--dataset", data["train"], "--eval-dataset", data["eval"], "--eval-every",
                str(args.eval_every), "--epochs", str(args.epochs), "--hidden", str(args.hidden),
-               "--lr", str(args.lr), "--momentum", "0.9"]
+               "--lr", str(args.lr), "--momentum", "0.9", "--lr-schedule", args.lr_schedule]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SystemExit(f"local-train failed ({'adaptive' if adaptive else 'fixed'}): "
@@ -153,7 +153,7 @@ def run_ddp(args, data):
                data["train"], "--eval", data["eval"], "--slowdowns", SLOWDOWNS, "--batch",
                str(args.batch), "--epochs", str(args.epochs), "--eval-every",
                str(args.eval_every), "--hidden", str(args.hidden), "--lr", str(args.lr),
-               "--workdir", workdir]
+               "--lr-schedule", args.lr_schedule, "--workdir", workdir]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SystemExit(f"adaptive_batch_ddp.py failed: {result.stderr[-2000:]}")
@@ -183,6 +183,8 @@ def main():
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant",
+                        help="every system's: cosine decays to 0 over the epochs' samples")
     parser.add_argument("--target-loss", type=float,
                         help="default: the data set's (mnist 0.25, digits 0.4)")
     args = parser.parse_args()
@@ -220,7 +222,7 @@ def main():
                   "model": f"fulcrum-trainer mlp, hidden {args.hidden}",
                   "batch": args.batch, "adaptive_range": [args.batch, args.adaptive_max],
                   "adaptive_dwell_steps": args.dwell, "adaptive_max_factor": args.max_factor or "the coordinator's default (4)",
-                  "learning_rate": args.lr,
+                  "learning_rate": args.lr, "lr_schedule": args.lr_schedule,
                   "apply_lead_ms": args.apply_lead_ms or "the coordinator's default",
                   "epochs": args.epochs, "eval_every_steps": args.eval_every,
                   "target_eval_loss": args.target_loss, "rounds": args.rounds},

@@ -10,6 +10,7 @@ loss and accuracy, "finished") to WORKDIR/rank-R.log, with ISO timestamps as ful
 import argparse
 import datetime
 import json
+import math
 import os
 import subprocess
 import sys
@@ -68,6 +69,15 @@ def worker(args):
     samples = len(train["label"])
     local = args.batch // args.world
     steps_per_epoch = samples // args.batch
+    # fulcrum-trainer's --lr-schedule cosine (no warmup, final factor 0): from lr at the first
+    # step to 0 at the last.
+    last = max(1, steps_per_epoch * args.epochs - 1)
+
+    def rate_factor(step_done):
+        if args.lr_schedule != "cosine":
+            return 1.0
+        return 0.5 * (1.0 + math.cos(math.pi * min(step_done, last) / last))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, rate_factor)
     step = 0
     for epoch in range(args.epochs):
         order = torch.randperm(samples, generator=torch.Generator().manual_seed(epoch))
@@ -79,6 +89,7 @@ def worker(args):
                                                      train["label"][chosen])
             loss.backward()
             optimizer.step()
+            scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
             if step % args.eval_every == 0 and args.rank == 0:
@@ -106,6 +117,7 @@ def main():
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant")
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -29,6 +29,39 @@ TEST(LearningRateSchedule, CosineGoesFromTheBaseAfterWarmupToTheFinalFactorAtThe
   EXPECT_DOUBLE_EQ(LearningRateAt(1.0, cosine, 500, 0), 1.0);
 }
 
+TEST(LearningRateSchedule, AnEpochJobWithOneGlobalBatchDecaysExactlyAsItsSteps) {
+  const ScheduleOptions cosine{
+      .kind = ScheduleKind::kCosine, .warmup_steps = 5, .final_factor = 0.1};
+  // 1000 samples at 32 a step: 32 steps, the last one partial.
+  constexpr int64_t kSamples = 1000;
+  constexpr int64_t kBatch = 32;
+  for (int64_t step = 0; step < 32; ++step) {
+    EXPECT_EQ(LearningRateAtSample(0.5, cosine, step, step * kBatch, kSamples, kBatch),
+              LearningRateAt(0.5, cosine, step, 32))
+        << "step " << step;
+  }
+}
+
+TEST(LearningRateSchedule, AnEpochJobsCosineFollowsItsSamplesWhenTheGlobalBatchGrows) {
+  const ScheduleOptions cosine{
+      .kind = ScheduleKind::kCosine, .warmup_steps = 5, .final_factor = 0.0};
+  constexpr int64_t kSamples = 54000;  // 6 epochs of 9,000
+  // 100 steps of 32, then the batch grows x16 (an adaptive global batch).
+  const int64_t samples_done = 100 * 32;
+  const double before = LearningRateAtSample(1.0, cosine, 100, samples_done, kSamples, 32);
+  const double after = LearningRateAtSample(1.0, cosine, 100, samples_done, kSamples, 512);
+  // 6% of the samples are done: the cosine is still near its start either way.
+  EXPECT_GT(before, 0.98);
+  EXPECT_GT(after, 0.98);
+  // Counted in steps the same job would be 100 steps into 199 and the rate would halve at once.
+  const int64_t steps_left_at_512 = (kSamples - samples_done + 511) / 512;
+  EXPECT_LT(LearningRateAt(1.0, cosine, 100, 100 + steps_left_at_512), 0.55);
+  // Halfway through the samples, halfway down; at the last batch, the final factor.
+  EXPECT_NEAR(LearningRateAtSample(1.0, cosine, 150, kSamples / 2, kSamples, 512), 0.5, 0.05);
+  EXPECT_NEAR(LearningRateAtSample(1.0, cosine, 200, kSamples - kSamples % 512, kSamples, 512), 0.0,
+              1e-9);
+}
+
 TEST(LearningRateSchedule, StepDecayMultipliesByGammaEveryStepSizeStepsAfterWarmup) {
   const ScheduleOptions decay{
       .kind = ScheduleKind::kStep, .warmup_steps = 2, .step_size = 5, .gamma = 0.5};

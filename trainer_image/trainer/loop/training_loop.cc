@@ -1130,8 +1130,14 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     const bool apply =
         !loss_scaler_ || loss_scaler_->Update(std::isfinite(gradient_norm.item<double>()));
     if (apply) {
-      learning_rate = LearningRateAt(base_learning_rate_, config_.schedule, progress_.step,
-                                     TotalSteps(static_cast<int64_t>(global_batch)));
+      // A job that trains for epochs decays over its samples: its steps change with B.
+      learning_rate =
+          steps_ <= 0 && config_.epochs > 0
+              ? LearningRateAtSample(base_learning_rate_, config_.schedule, progress_.step,
+                                     progress_.cursor, config_.epochs * dataset_->size(),
+                                     static_cast<int64_t>(global_batch))
+              : LearningRateAt(base_learning_rate_, config_.schedule, progress_.step,
+                               TotalSteps(static_cast<int64_t>(global_batch)));
       optimizer_->Step(parameters_, learning_rate);
     } else {
       ++overflow_steps_;

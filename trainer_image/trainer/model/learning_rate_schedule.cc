@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <optional>
 
 namespace fulcrum::trainer {
 
@@ -17,28 +18,61 @@ Status ValidateSchedule(const ScheduleOptions& options) {
   return Ok();
 }
 
-double LearningRateAt(double base, const ScheduleOptions& options, int64_t step,
-                      int64_t total_steps) {
-  if (step < options.warmup_steps) {
-    return base * static_cast<double>(step + 1) / static_cast<double>(options.warmup_steps);
-  }
-  const int64_t after_warmup = step - options.warmup_steps;
+namespace {
+
+// The schedule after warmup, the cosine's position given: 0 at the first step after warmup, 1
+// at the last step of the job (nullopt: no last step known, the base rate holds).
+double AfterWarmup(double base, const ScheduleOptions& options, int64_t step,
+                   std::optional<double> cosine_progress) {
   switch (options.kind) {
     case ScheduleKind::kConstant:
       return base;
     case ScheduleKind::kStep:
-      return base * std::pow(options.gamma, static_cast<double>(after_warmup / options.step_size));
+      return base * std::pow(options.gamma, static_cast<double>((step - options.warmup_steps) /
+                                                                options.step_size));
     case ScheduleKind::kCosine: {
-      const int64_t decay_steps = total_steps - options.warmup_steps;
-      if (total_steps <= 0 || decay_steps <= 1) return base;
-      // 0 at the first step after warmup, 1 at the last step of the job.
-      const double progress = std::clamp(
-          static_cast<double>(after_warmup) / static_cast<double>(decay_steps - 1), 0.0, 1.0);
-      const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+      if (!cosine_progress) return base;
+      const double cosine =
+          0.5 * (1.0 + std::cos(std::numbers::pi * std::clamp(*cosine_progress, 0.0, 1.0)));
       return base * (options.final_factor + (1.0 - options.final_factor) * cosine);
     }
   }
   return base;
+}
+
+double Warmup(double base, const ScheduleOptions& options, int64_t step) {
+  return base * static_cast<double>(step + 1) / static_cast<double>(options.warmup_steps);
+}
+
+}  // namespace
+
+double LearningRateAt(double base, const ScheduleOptions& options, int64_t step,
+                      int64_t total_steps) {
+  if (step < options.warmup_steps) return Warmup(base, options, step);
+  const int64_t decay_steps = total_steps - options.warmup_steps;
+  std::optional<double> progress;
+  if (total_steps > 0 && decay_steps > 1) {
+    progress =
+        static_cast<double>(step - options.warmup_steps) / static_cast<double>(decay_steps - 1);
+  }
+  return AfterWarmup(base, options, step, progress);
+}
+
+double LearningRateAtSample(double base, const ScheduleOptions& options, int64_t step,
+                            int64_t samples_done, int64_t total_samples, int64_t global_batch) {
+  if (step < options.warmup_steps) return Warmup(base, options, step);
+  if (global_batch <= 0 || total_samples <= 0) return AfterWarmup(base, options, step, {});
+  // In samples what LearningRateAt counts in steps: the decay starts after warmup_steps
+  // batches and ends at the start of the last batch, ceil(total / B) - 1 batches in.
+  const int64_t last_batch_start =
+      (total_samples + global_batch - 1) / global_batch * global_batch - global_batch;
+  const int64_t decay_start = options.warmup_steps * global_batch;
+  std::optional<double> progress;
+  if (last_batch_start > decay_start) {
+    progress = static_cast<double>(samples_done - decay_start) /
+               static_cast<double>(last_batch_start - decay_start);
+  }
+  return AfterWarmup(base, options, step, progress);
 }
 
 }  // namespace fulcrum::trainer

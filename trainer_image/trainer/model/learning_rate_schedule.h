@@ -30,4 +30,16 @@ Status ValidateSchedule(const ScheduleOptions& options);
 double LearningRateAt(double base, const ScheduleOptions& options, int64_t step,
                       int64_t total_steps);
 
+// The same schedule for a job that trains for a number of samples (epochs), whose global batch
+// may change (an adaptive or edited globalBatchSize): the cosine follows the samples trained,
+// `samples_done` of `total_samples`, at `global_batch` a step, not the steps. Counted in steps,
+// a batch that grows x16 halfway through the first epoch shortens the job's remaining steps
+// x16 at once, and the cosine jumped from its start to nearly its middle in one step (the rate
+// halved). With one global batch throughout this is LearningRateAt exactly; after a change the
+// warmup's samples are counted at the current batch (warmup_steps × global_batch), a few
+// percent of the data for a short warmup. Warmup and step decay count steps, as in
+// LearningRateAt.
+double LearningRateAtSample(double base, const ScheduleOptions& options, int64_t step,
+                            int64_t samples_done, int64_t total_samples, int64_t global_batch);
+
 }  // namespace fulcrum::trainer
