@@ -17,23 +17,14 @@ import json
 import math
 import pathlib
 import statistics
-import subprocess
 import sys
-import tempfile
 
 import yaml
 
+from burst_sweep import run  # one scenario text through fulcrum-sim, its optimal policy's run
+
 SCENARIOS = pathlib.Path(__file__).resolve().parents[1] / "scenarios"
 DEFAULT_SCENARIOS = ["slowdown.yaml", "slowdown6x.yaml", "demo_noise.yaml", "churn.yaml"]
-
-
-def run(sim, scenario):
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as file:
-        yaml.safe_dump(scenario, file)
-        file.flush()
-        result = subprocess.run([sim, "--policy", "optimal", file.name], capture_output=True,
-                                text=True, check=True, timeout=300)
-    return json.loads(result.stdout)[0]["policies"]["optimal"]
 
 
 def percentile(values, fraction):
@@ -71,7 +62,8 @@ def main():
     parser.add_argument("--sim", default="build/bench/sim/fulcrum-sim")
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a balancer setting for every scenario, e.g. slowdown_evidence_to_plan=4")
+                        help="a balancer setting for every scenario, "
+                             "e.g. slowdown_evidence_to_plan=4")
     parser.add_argument("scenarios", nargs="*")
     args = parser.parse_args()
     settings = {}
@@ -86,7 +78,7 @@ def main():
         for seed in range(1, args.seeds + 1):
             scenario = dict(template, seed=seed)
             scenario["balancer"] = dict(template.get("balancer", {}), **settings)
-            runs.append(run(args.sim, scenario))
+            runs.append(run(args.sim, yaml.safe_dump(scenario)))
         results.append(dict({"scenario": template["name"], "seeds": args.seeds},
                             **summarise(runs)))
     json.dump({"simulated": True, "balancer_settings": settings, "results": results},

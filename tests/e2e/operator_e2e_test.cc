@@ -668,7 +668,7 @@ TEST_F(OperatorE2E, AnAdaptiveBatchJobGrowsItsGlobalBatchWithTheNoiseScaleAndSho
         const std::string metrics = operator_->Metrics();
         return metrics.find("fulcrum_job_global_batch{job=\"adaptive-batch\",namespace=\"" + ns_ +
                             "\"} " + std::to_string(grown)) != std::string::npos ||
-               Status("adaptive-batch")["batching"].value("globalBatchSize", 0) != grown;
+               Status("adaptive-batch")["batching"].value("globalBatchSize", 0) > grown;
       },
       60s))
       << operator_->Metrics();

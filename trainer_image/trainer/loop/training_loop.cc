@@ -144,13 +144,15 @@ class Trainer {
   int64_t TotalSteps(int64_t global_batch) const {
     if (steps_ > 0) return steps_;
     if (config_.epochs <= 0 || global_batch <= 0) return 0;
-    const int64_t left = config_.epochs * dataset_->size() - progress_.cursor;
+    const int64_t left = LastPosition() - progress_.cursor;
     return progress_.step + (left + global_batch - 1) / global_batch;
   }
+  // The cursor after every epoch's samples (--epochs).
+  int64_t LastPosition() const { return config_.epochs * dataset_->size(); }
   // Done: the steps are taken, or the cursor has passed every epoch's samples.
   bool Finished() const {
     return (steps_ > 0 && progress_.step >= steps_) ||
-           (config_.epochs > 0 && progress_.cursor >= config_.epochs * dataset_->size());
+           (config_.epochs > 0 && progress_.cursor >= LastPosition());
   }
   void WriteCheckpointNow(const char* why);
   void HandleControls();
@@ -276,7 +278,7 @@ Status Trainer::Init() {
     log::Info("trainer", job(), "training for epochs",
               {{"epochs", config_.epochs},
                {"samples_per_epoch", dataset_->size()},
-               {"last_position", config_.epochs * dataset_->size()}});
+               {"last_position", LastPosition()}});
   }
   order_ = std::make_unique<SampleOrder>(dataset_->size(), config_.seed, config_.shuffle);
   std::vector<torch::Tensor> buffers;
@@ -997,7 +999,7 @@ Result<BatchRequest> Trainer::RequestAt(int64_t cursor, const std::vector<int>& 
   Result<PositionRange> range = ShardForRank(cursor, batches, rank_);
   if (!range.ok()) return range.error();
   if (config_.epochs > 0) {
-    const int64_t last_position = config_.epochs * dataset_->size();
+    const int64_t last_position = LastPosition();
     range->begin = std::min(range->begin, last_position);
     range->end = std::min(range->end, last_position);
   }
@@ -1131,13 +1133,12 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
         !loss_scaler_ || loss_scaler_->Update(std::isfinite(gradient_norm.item<double>()));
     if (apply) {
       // A job that trains for epochs decays over its samples: its steps change with B.
-      learning_rate =
-          steps_ <= 0 && config_.epochs > 0
-              ? LearningRateAtSample(base_learning_rate_, config_.schedule, progress_.step,
-                                     progress_.cursor, config_.epochs * dataset_->size(),
-                                     static_cast<int64_t>(global_batch))
-              : LearningRateAt(base_learning_rate_, config_.schedule, progress_.step,
-                               TotalSteps(static_cast<int64_t>(global_batch)));
+      learning_rate = steps_ <= 0 && config_.epochs > 0
+                          ? LearningRateAtSample(base_learning_rate_, config_.schedule,
+                                                 progress_.step, progress_.cursor, LastPosition(),
+                                                 static_cast<int64_t>(global_batch))
+                          : LearningRateAt(base_learning_rate_, config_.schedule, progress_.step,
+                                           TotalSteps(static_cast<int64_t>(global_batch)));
       optimizer_->Step(parameters_, learning_rate);
     } else {
       ++overflow_steps_;
