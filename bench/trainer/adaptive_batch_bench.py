@@ -105,17 +105,22 @@ def seconds(ts):
 
 
 def time_to_target(log_path, target):
-    """(seconds from start to the first evaluation at or below target or None, last accuracy,
-    last loss) from a log of JSON lines with "started" and "evaluated" messages."""
+    """From a log of JSON lines with "started" and "evaluated" messages: seconds from start to
+    the first evaluation at or below target (None: never), the last evaluation's accuracy, loss,
+    seconds from start and step."""
     lines = read_json_lines(log_path)
     starts = [seconds(l["ts"]) for l in lines if l.get("msg") == "started"]
     # The loss is the whole set's, the same on every rank that logs it.
     evaluations = [l for l in lines if l.get("msg") == "evaluated"]
     if not starts or not evaluations:
-        return None, None, None
+        return {"time_to_target_seconds": None, "final_accuracy": None, "final_loss": None,
+                "total_seconds": None, "steps": None}
     reached = next((seconds(l["ts"]) - starts[0] for l in evaluations if l["loss"] <= target),
                    None)
-    return reached, evaluations[-1].get("accuracy"), evaluations[-1]["loss"]
+    return {"time_to_target_seconds": reached, "final_accuracy": evaluations[-1].get("accuracy"),
+            "final_loss": evaluations[-1]["loss"],
+            "total_seconds": seconds(evaluations[-1]["ts"]) - starts[0],
+            "steps": evaluations[-1].get("step")}
 
 
 def run_fulcrum(args, data, adaptive):
@@ -139,11 +144,11 @@ def run_fulcrum(args, data, adaptive):
     if result.returncode != 0:
         raise SystemExit(f"local-train failed ({'adaptive' if adaptive else 'fixed'}): "
                          f"{result.stderr[-2000:]}")
-    reached, accuracy, loss = time_to_target(os.path.join(workdir, "trainer-0.log"),
-                                             args.target_loss)
+    summary = time_to_target(os.path.join(workdir, "trainer-0.log"), args.target_loss)
     state = json.load(open(os.path.join(workdir, "state.json")))["jobs"][0]
-    return {"time_to_target_seconds": reached, "final_accuracy": accuracy, "final_loss": loss,
-            "global_batches": [args.batch] + [c["to"] for c in state["global_batch_changes"]],
+    changes = state["global_batch_changes"]
+    return {**summary, "global_batches": [args.batch] + [c["to"] for c in changes],
+            "sample_efficiencies": [c.get("sample_efficiency") for c in changes],
             "noise_scale": state["gradient_noise_scale"], "workdir": workdir}
 
 
@@ -157,9 +162,7 @@ def run_ddp(args, data):
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SystemExit(f"adaptive_batch_ddp.py failed: {result.stderr[-2000:]}")
-    reached, accuracy, loss = time_to_target(os.path.join(workdir, "rank-0.log"),
-                                             args.target_loss)
-    return {"time_to_target_seconds": reached, "final_accuracy": accuracy, "final_loss": loss,
+    return {**time_to_target(os.path.join(workdir, "rank-0.log"), args.target_loss),
             "workdir": workdir}
 
 
@@ -205,8 +208,8 @@ def main():
     def median(system, key):
         values = [r[key] for r in runs[system] if r[key] is not None]
         return statistics.median(values) if values else None
-    medians = {system: {"time_to_target_seconds": median(system, "time_to_target_seconds"),
-                        "final_accuracy": median(system, "final_accuracy")}
+    medians = {system: {key: median(system, key) for key in
+                        ("time_to_target_seconds", "final_accuracy", "total_seconds", "steps")}
                for system in systems}
     fixed, adaptive = medians["fixed"], medians["adaptive"]
     ratio = (adaptive["time_to_target_seconds"] / fixed["time_to_target_seconds"]

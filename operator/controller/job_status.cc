@@ -262,6 +262,7 @@ nlohmann::json BuildJobStatus(const JobState& state,
                                      {"to", change.to},
                                      {"learningRate", change.learning_rate},
                                      {"gradientNoiseScale", change.noise_scale},
+                                     {"sampleEfficiency", change.sample_efficiency},
                                      {"reason", change.reason}});
     }
     status["batching"] = std::move(batching);

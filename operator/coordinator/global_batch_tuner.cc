@@ -37,6 +37,7 @@ void GlobalBatchTuner::Reconfigure(const JobSessionConfig& config, int64_t compl
     base_learning_rate_ = config.learning_rate;
     global_batch_ = config.global_batch;
     learning_rate_ = config.learning_rate;
+    sample_efficiency_ = 1.0;
     changed_at_step_ = std::max<int64_t>(completed_step, 0);
   }
 }
@@ -79,9 +80,12 @@ std::optional<GlobalBatchChange> GlobalBatchTuner::OnStepComplete(
                                batching_.scaling, base_learning_rate_, base_batch_, decision.batch,
                                estimate->noise_scale),
                            .noise_scale = estimate->noise_scale,
+                           .sample_efficiency = balancer::StatisticalEfficiency(
+                               estimate->noise_scale, base_batch_, decision.batch),
                            .reason = decision.reason};
   global_batch_ = change.to;
   learning_rate_ = change.learning_rate;
+  sample_efficiency_ = change.sample_efficiency;
   changed_at_step_ = std::max(step, applies_at_step);
   changes_.push_back(change);
   while (changes_.size() > kKeptChanges) changes_.pop_front();

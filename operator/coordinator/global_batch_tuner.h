@@ -47,6 +47,10 @@ class GlobalBatchTuner {
   // The learning rate for the trainers' Assignments: the job's, scaled with B in adaptive mode
   // (0: the trainers' own flags, in fixed mode without a job rate).
   double learning_rate() const { return learning_rate_; }
+  // What a sample at the running B is worth against one at B0 (Pollux's statistical efficiency
+  // from the noise scale when B was chosen; 1 at B0 and in fixed mode): the trainers count an
+  // epoch job's length in these (Assignment.sample_efficiency).
+  double sample_efficiency() const { return sample_efficiency_; }
   std::optional<balancer::GradientNoiseEstimate> Estimate() const { return noise_.Estimate(); }
   const std::deque<GlobalBatchChange>& changes() const { return changes_; }
 
@@ -61,6 +65,7 @@ class GlobalBatchTuner {
   double base_learning_rate_;
   int global_batch_;
   double learning_rate_;
+  double sample_efficiency_ = 1.0;
   int64_t changed_at_step_ = 0;
   balancer::GradientNoiseModel noise_;
   std::map<int64_t, StepStatistics> by_step_;

@@ -470,6 +470,7 @@ void JobSession::SendAssignments(int64_t apply_at_step, const std::string& reaso
     assignment.set_accumulation_steps(accumulation_steps_);
     assignment.set_abandon_previous(abandon_previous_);
     assignment.set_learning_rate(batch_tuner_.learning_rate());
+    assignment.set_sample_efficiency(batch_tuner_.sample_efficiency());
     assignment.set_total_steps(config_.total_steps);
     assignment.set_reason(reason);
     out.push_back(std::move(message));
@@ -643,6 +644,7 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
                  {"to", change->to},
                  {"learning_rate", change->learning_rate},
                  {"noise_scale", change->noise_scale},
+                 {"sample_efficiency", change->sample_efficiency},
                  {"reason", change->reason}});
     }
   }

@@ -25,6 +25,7 @@ nlohmann::json ToJson(const JobSessionSnapshot& job) {
                        {"to", change.to},
                        {"learning_rate", change.learning_rate},
                        {"noise_scale", change.noise_scale},
+                       {"sample_efficiency", change.sample_efficiency},
                        {"reason", change.reason}});
   }
   return {

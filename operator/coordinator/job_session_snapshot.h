@@ -55,6 +55,7 @@ struct GlobalBatchChange {
   int to = 0;
   double learning_rate = 0.0;  // with the new batch (0: the trainers' own)
   double noise_scale = 0.0;
+  double sample_efficiency = 1.0;  // of a sample at `to` against one at B0, from noise_scale
   std::string reason;
 };
 

@@ -42,6 +42,9 @@ class Checkpoint:
     # (Adam's "step") directly: {"step": tensor}
     optimizer: Dict[str, Any] = field(default_factory=dict)
     meta: Dict[str, Any] = field(default_factory=dict)
+    # samples weighted by their step's sample efficiency (docs/checkpoint-format.md); the
+    # cursor for a file written before the field existed
+    equivalent_samples: float = 0.0
 
 
 def _fnv1a(data: bytes) -> int:
@@ -92,7 +95,9 @@ def load_checkpoint(path: str | Path, as_numpy: bool = False,
         else:
             state_dict[entry["name"]] = value
     return Checkpoint(step=header["step"], cursor=header["cursor"], state_dict=state_dict,
-                      optimizer=optimizer, meta=header.get("meta", {}))
+                      optimizer=optimizer, meta=header.get("meta", {}),
+                      equivalent_samples=float(header.get("equivalent_samples",
+                                                          header["cursor"])))
 
 
 def _to_torch(array: np.ndarray, dtype: str) -> Any:

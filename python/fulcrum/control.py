@@ -18,7 +18,8 @@ CHECKPOINT = 3     # > 0: some rank was asked for a checkpoint after the step
 ACCUMULATION = 4   # rank 0: micro-steps per step of the next plan
 LEARNING_RATE = 5  # rank 0: the live-edited learning rate, as two float32 (0: unchanged)
 TOTAL_STEPS = 7    # rank 0: the live-edited total steps in units of 2^24, and the rest
-PLAN = 9           # rank 0: world_size entries, every rank's batch for the next step
+SAMPLE_EFFICIENCY = 9  # rank 0: Assignment.sample_efficiency, as two float32 (0: unchanged)
+PLAN = 11          # rank 0: world_size entries, every rank's batch for the next step
 
 STEPS_UNIT = 16777216  # 2^24: float32 holds integers exactly below it
 
@@ -51,6 +52,7 @@ class Control:
     accumulation_steps: int = 1
     learning_rate: float = 0.0
     total_steps: int = 0
+    sample_efficiency: float = 0.0
 
     def encode(self, world_size: int) -> list[float]:
         values = [0.0] * size(world_size)
@@ -65,6 +67,8 @@ class Control:
             values[LEARNING_RATE], values[LEARNING_RATE + 1] = encode_two_slots(self.learning_rate)
             values[TOTAL_STEPS] = float(self.total_steps // STEPS_UNIT)
             values[TOTAL_STEPS + 1] = float(self.total_steps % STEPS_UNIT)
+            values[SAMPLE_EFFICIENCY], values[SAMPLE_EFFICIENCY + 1] = encode_two_slots(
+                self.sample_efficiency)
             for rank, batch in enumerate(self.plan):
                 values[PLAN + rank] = float(batch)
         return values
@@ -81,6 +85,7 @@ class Agreed:
     accumulation_steps: int
     learning_rate: float
     total_steps: int
+    sample_efficiency: float
 
     @property
     def global_loss(self) -> float:
@@ -101,4 +106,6 @@ class Agreed:
                    accumulation_steps=int(round(values[ACCUMULATION])),
                    learning_rate=float(values[LEARNING_RATE]) + float(values[LEARNING_RATE + 1]),
                    total_steps=int(round(values[TOTAL_STEPS])) * STEPS_UNIT
-                   + int(round(values[TOTAL_STEPS + 1])))
+                   + int(round(values[TOTAL_STEPS + 1])),
+                   sample_efficiency=float(values[SAMPLE_EFFICIENCY])
+                   + float(values[SAMPLE_EFFICIENCY + 1]))

@@ -165,8 +165,15 @@ class Job:
         self.world_size = 0
         self.step = 0      # optimizer steps completed, agreed by every rank
         self.cursor = 0    # sample positions consumed, agreed by every rank
+        # Samples weighted by their step's sample efficiency, agreed by every rank: what a
+        # loader's epochs= counts (fulcrum-trainer's Progress::equivalent_samples).
+        self.equivalent_samples = 0.0
         self.learning_rate: Optional[float] = None  # the job's live-edited rate, if any
         self.total_steps: Optional[int] = None      # the job's live-edited steps, if any
+        # What a sample at the running global batch is worth against one at the job's base batch
+        # (Assignment.sample_efficiency; 1 for a fixed batch): fulcrum-trainer counts an epoch
+        # job's length in these; a script may too (docs/adaptive-batch.md).
+        self.sample_efficiency = 1.0
         self.last_loss = math.nan  # the global batch's loss of the last job.backward
         self.stop_requested = False
         self.drain_requested = False
@@ -283,7 +290,8 @@ class Job:
         except RuntimeError as error:
             raise CollectiveFailed(f"cannot form generation {assignment.generation} at "
                                    f"{assignment.rendezvous_address}: {error}") from error
-        self._adopt_recipe(assignment.learning_rate, assignment.total_steps)
+        self._adopt_recipe(assignment.learning_rate, assignment.total_steps,
+                           assignment.sample_efficiency)
 
     def _ensure_synchronised(self) -> None:
         """Every rank of a generation synchronises once, at the first of job.elastic's start,
@@ -306,6 +314,7 @@ class Job:
             return
         self._state.load_state_dict(saved.state)
         self.step, self.cursor = saved.step, saved.cursor
+        self.equivalent_samples = saved.equivalent_samples
         log.info("resumed from checkpoint %s/%s at step %d", directory,
                  state_checkpoint.FILE_NAME, self.step)
 
@@ -314,7 +323,7 @@ class Job:
         if self._state is None or not self.spec.checkpoint_dir or self.rank != 0:
             return
         path = state_checkpoint.save(self.spec.checkpoint_dir, self._state.state_dict(),
-                                     self.step, self.cursor)
+                                     self.step, self.cursor, self.equivalent_samples)
         self._last_checkpoint_step = self.step
         log.info("checkpoint saved at step %d (%s): %s", self.step, why, path)
 
@@ -325,9 +334,10 @@ class Job:
         if not self._resume_checked:
             self._resume_from_checkpoint()
         try:
-            offers = torch.zeros(2 * self.world_size, dtype=torch.float64, device=self._pg_device)
+            offers = torch.zeros(3 * self.world_size, dtype=torch.float64, device=self._pg_device)
             offers[self.rank] = self.step
             offers[self.world_size + self.rank] = self.cursor
+            offers[2 * self.world_size + self.rank] = self.equivalent_samples
             dist.all_reduce(offers)
             values = offers.tolist()
             steps = values[:self.world_size]
@@ -341,6 +351,7 @@ class Job:
                                    f"failed: {error}") from error
         self.step = int(steps[source])
         self.cursor = int(values[self.world_size + source])
+        self.equivalent_samples = float(values[2 * self.world_size + source])
         if self._state is not None and self.rank != source:
             self._state.load_state_dict(payload[0])
         self._membership.set_progress(self.generation, self.step)
@@ -353,7 +364,20 @@ class Job:
     def _pg_device(self) -> torch.device:
         return self.device if self.backend == "nccl" else torch.device("cpu")
 
-    def _adopt_recipe(self, learning_rate: float, total_steps: int) -> None:
+    def equivalent_samples_left(self, last_position: int) -> float:
+        """The equivalent samples still to train before `last_position` (epochs x dataset size);
+        under half a sample is none (sums of products round; a fixed B's are whole numbers)."""
+        left = last_position - self.equivalent_samples
+        return 0.0 if left < 0.5 else left
+
+    def end_position(self, last_position: int) -> int:
+        """The cursor at which a loader's epochs end if the sample efficiency stays: its last
+        position under a fixed B, later under a larger adaptive B (docs/adaptive-batch.md)."""
+        return self.cursor + math.ceil(self.equivalent_samples_left(last_position)
+                                       / self.sample_efficiency)
+
+    def _adopt_recipe(self, learning_rate: float, total_steps: int,
+                      sample_efficiency: float) -> None:
         # Through two float32 slots the rate is exact to about 1e-14 of it: that close is equal.
         changed = (self.learning_rate is None
                    or abs(learning_rate - self.learning_rate) > 1e-12 * learning_rate)
@@ -363,6 +387,12 @@ class Job:
         if total_steps > 0 and total_steps != self.total_steps:
             log.info("total steps from the job: %d", total_steps)
             self.total_steps = total_steps
+        # 0 is unset (a fixed global batch) in an Assignment and unchanged in band: stays.
+        if (math.isfinite(sample_efficiency) and sample_efficiency > 0
+                and abs(sample_efficiency - self.sample_efficiency) > 1e-12 * sample_efficiency):
+            log.info("sample efficiency from the job: %g from step %d", sample_efficiency,
+                     self.step)
+            self.sample_efficiency = sample_efficiency
 
     def apply_learning_rate(self, optimizer: torch.optim.Optimizer,
                             scheduler: Optional[Any] = None) -> Optional[float]:
@@ -473,6 +503,7 @@ class Job:
             values.accumulation_steps = max(1, chosen.accumulation_steps)
             values.learning_rate = chosen.learning_rate
             values.total_steps = chosen.total_steps
+            values.sample_efficiency = chosen.sample_efficiency or 1.0
         return values.encode(self.world_size)
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -559,9 +590,9 @@ class Job:
         positions = shard_for_rank(self.cursor, batches, self.rank)
         global_end = self.cursor + sum(batches)
         if loader.last_position is not None:
-            positions = range(min(positions.start, loader.last_position),
-                              min(positions.stop, loader.last_position))
-            global_end = min(global_end, loader.last_position)
+            end = self.end_position(loader.last_position)
+            positions = range(min(positions.start, end), min(positions.stop, end))
+            global_end = min(global_end, end)
         return _Step(index=self.step, generation=self.generation, batches=list(batches),
                      positions=positions, global_batch=global_end - self.cursor,
                      started=time.monotonic())
@@ -587,6 +618,7 @@ class Job:
         end = time.monotonic()
         self.step += 1
         self.cursor += agreed.global_batch
+        self.equivalent_samples += agreed.global_batch * self.sample_efficiency
         report = pb.StepReport(
             generation=step.generation, step=step.index, local_batch=step.local_batch,
             compute_seconds=step.compute_seconds,
@@ -614,6 +646,7 @@ class Job:
                 "data_wait_seconds": step.data_wait, "unix_time": time.time(),
                 "pid": os.getpid(), "checksum": self._parameter_checksum(),
                 "learning_rate": self.learning_rate,  # the job's rate this step ran with
+                "sample_efficiency": self.sample_efficiency,  # what its samples counted
                 "local_gradient_squared_norm": report.local_gradient_squared_norm,
                 "global_gradient_squared_norm": report.global_gradient_squared_norm,
                 "indices": step.indices}) + "\n")
@@ -621,7 +654,7 @@ class Job:
         if agreed.next_plan != self._batches:
             log.info("new batches from step %d: %s", self.step, agreed.next_plan)
             self._batches = agreed.next_plan
-        self._adopt_recipe(agreed.learning_rate, agreed.total_steps)
+        self._adopt_recipe(agreed.learning_rate, agreed.total_steps, agreed.sample_efficiency)
         self.checkpoint_requested = agreed.checkpoint
         if agreed.checkpoint:
             self._checkpoint_asked = False
@@ -805,7 +838,8 @@ class StepLoader:
             steps = job.total_steps
         if steps is not None and job.step >= steps:
             return True
-        return self.last_position is not None and job.cursor >= self.last_position
+        return (self.last_position is not None
+                and job.equivalent_samples_left(self.last_position) == 0.0)
 
     def _empty(self):
         if self._empty_batch is None:
@@ -816,15 +850,17 @@ class StepLoader:
         job = self._job
         job._ensure_synchronised()
         iterator = None
-        started_with = None  # (generation, cursor, batches) the iterator was started from
+        started_with = None  # (generation, batches, efficiency) the iterator was started from
         expected_cursor = None
         while not self.finished():
             step = job._open_step(self)
-            key = (job.generation, tuple(step.batches))
+            key = (job.generation, tuple(step.batches), job.sample_efficiency)
             if iterator is None or started_with != key or expected_cursor != job.cursor:
                 # A new plan or generation: batches prefetched under the old one are dropped.
                 self._sampler.cursor, self._sampler.batches = job.cursor, list(step.batches)
                 self._sampler.rank = job.rank
+                if self.last_position is not None:
+                    self._sampler.last_position = job.end_position(self.last_position)
                 iterator = iter(self._loader)
                 started_with = key
             expected_cursor = job.cursor + sum(step.batches)

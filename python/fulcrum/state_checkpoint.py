@@ -9,6 +9,7 @@ torch.save's format, so `torch.load(path)["state"]["model"]` is a plain state_di
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,16 +28,20 @@ class SavedState:
     step: int     # optimizer steps completed
     cursor: int   # sample positions consumed
     state: dict   # fulcrum.State.state_dict()
+    # Samples weighted by their step's sample efficiency (what epochs count under an adaptive
+    # global batch); a checkpoint written before it existed trained at efficiency 1: its cursor.
+    equivalent_samples: float = 0.0
 
 
-def save(directory: str, state_dict: dict, step: int, cursor: int) -> Path:
+def save(directory: str, state_dict: dict, step: int, cursor: int,
+         equivalent_samples: float) -> Path:
     target = Path(directory) / FILE_NAME
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
         with open(temporary, "wb") as handle:
-            torch.save({"format": FORMAT, "step": step, "cursor": cursor, "state": state_dict},
-                       handle)
+            torch.save({"format": FORMAT, "step": step, "cursor": cursor,
+                        "equivalent_samples": equivalent_samples, "state": state_dict}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, target)
@@ -63,4 +68,10 @@ def load(directory: str) -> Optional[SavedState]:
         raise ConfigurationError(
             f"{path} is not a fulcrum Python checkpoint (format {FORMAT}); is checkpoint.path "
             "shared with another job?")
-    return SavedState(step=int(saved["step"]), cursor=int(saved["cursor"]), state=saved["state"])
+    equivalent = saved.get("equivalent_samples", saved["cursor"])
+    if not isinstance(equivalent, (int, float)) or not math.isfinite(equivalent) or equivalent < 0:
+        raise ConfigurationError(
+            f"{path} has equivalent_samples {equivalent!r}, which must be a finite number >= 0; "
+            "delete it to start from step 0, or restore it from a backup")
+    return SavedState(step=int(saved["step"]), cursor=int(saved["cursor"]), state=saved["state"],
+                      equivalent_samples=float(equivalent))

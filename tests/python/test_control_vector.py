@@ -24,12 +24,13 @@ def test_the_layout_is_the_trainers():
         "Batch": control.BATCH, "LossSum": control.LOSS_SUM, "Leave": control.LEAVE,
         "Checkpoint": control.CHECKPOINT, "Accumulation": control.ACCUMULATION,
         "LearningRate": control.LEARNING_RATE, "TotalSteps": control.TOTAL_STEPS,
-        "Plan": control.PLAN}
+        "SampleEfficiency": control.SAMPLE_EFFICIENCY, "Plan": control.PLAN}
 
 
 def test_sums_over_ranks_give_rank_zeros_plan_and_recipe():
     rank0 = control.Control(3, 3 * 1.25, plan=[4, 5, 7], accumulation_steps=2,
-                            learning_rate=0.0123456789, total_steps=123_456_789).encode(3)
+                            learning_rate=0.0123456789, total_steps=123_456_789,
+                            sample_efficiency=0.6180339887).encode(3)
     rank1 = control.Control(5, 5 * 1.5, leave=True).encode(3)
     rank2 = control.Control(8, 8 * 1.0, checkpoint=True).encode(3)
     agreed = control.Agreed.decode(summed_in_float32(rank0, rank1, rank2), 3)
@@ -39,6 +40,7 @@ def test_sums_over_ranks_give_rank_zeros_plan_and_recipe():
     assert agreed.accumulation_steps == 2
     assert agreed.total_steps == 123_456_789
     assert abs(agreed.learning_rate - 0.0123456789) < 1e-14 * 0.0123456789 * 100
+    assert abs(agreed.sample_efficiency - 0.6180339887) < 1e-12
     assert abs(agreed.global_loss - (3 * 1.25 + 5 * 1.5 + 8) / 16) < 1e-6
 
 

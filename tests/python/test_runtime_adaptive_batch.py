@@ -80,3 +80,40 @@ def test_the_global_batch_and_its_learning_rate_change_together_and_training_sta
         result = torch.load(tmp_path / f"worker-{index}.pt")
         for mine, reference in zip(result["parameters"], model.parameters()):
             assert (mine - reference.detach()).abs().max().item() < TOLERANCE, index
+
+
+def test_an_epoch_loader_trains_until_its_equivalent_samples_cover_the_epochs(tmp_path):
+    """epochs= counts each sample at its step's sample efficiency, as fulcrum-trainer does: above
+    B0 = 16 a sample is worth less, so the loader trains past its epochs' samples and stops at
+    the first step whose weighted sum covers them, on every rank at once."""
+    samples, epochs = 600, 2
+    coordinator = LocalCoordinator(
+        tmp_path, "--global-batch", "16", "--min-workers", "3", "--learning-rate", "0.1",
+        "--adaptive-batch-min", "24", "--adaptive-batch-max", "48",
+        "--adaptive-batch-dwell-steps", "5", "--interval-steps", "5")
+    try:
+        codes = coordinator.run_logged_workers([f"worker-{i}" for i in range(3)], "--epochs",
+                                               str(epochs), "--samples", str(samples))
+        state = coordinator.state()
+    finally:
+        coordinator.stop()
+    assert set(codes.values()) == {0}, {pod: coordinator.worker_log(pod)[-2000:] for pod in codes}
+    sent = [1.0] + [change["sample_efficiency"] for change in state["global_batch_changes"]]
+    by_step: dict[int, set] = {}
+    for index in range(3):
+        for line in (tmp_path / f"worker-{index}.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            by_step.setdefault(record["step"], set()).add(
+                (record["global_batch"], record["sample_efficiency"]))
+    equivalent, trained, covered_at = 0.0, 0, None
+    for step in sorted(by_step):
+        assert len(by_step[step]) == 1, f"step {step}: ranks disagree: {by_step[step]}"
+        batch, efficiency = next(iter(by_step[step]))
+        assert any(abs(efficiency - value) < 1e-9 for value in sent), (step, efficiency, sent)
+        equivalent += batch * efficiency
+        trained += batch
+        if covered_at is None and equivalent >= epochs * samples - 0.5:
+            covered_at = step
+    assert covered_at == max(by_step), (covered_at, max(by_step))
+    assert min(e for _, e in set().union(*by_step.values())) < 1.0
+    assert trained > epochs * samples, "it trained on past the epochs' samples"

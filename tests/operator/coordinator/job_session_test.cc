@@ -1091,12 +1091,19 @@ TEST_F(JobSessionTest, AnAdaptiveGlobalBatchGrowsWithTheNoiseAfterTheDwellWithIt
       balancer::ScaledLearningRate(balancer::LearningRateScaling::kAdaScale, 0.1, 30, 120, 5000.0);
   EXPECT_NEAR(change.learning_rate, expected_rate, 1e-9);
   EXPECT_NEAR(changed.learning_rate, expected_rate, 1e-9);
-  // The new split and its learning rate go to every rank in the same Assignment.
+  // What a sample at 120 is worth against one at 30, from the noise scale of the decision: the
+  // trainers count an epoch job's length in these.
+  const double expected_efficiency = balancer::StatisticalEfficiency(change.noise_scale, 30, 120);
+  EXPECT_LT(expected_efficiency, 1.0);
+  EXPECT_NEAR(change.sample_efficiency, expected_efficiency, 1e-12);
+  // The new split, its learning rate and its sample efficiency go to every rank in the same
+  // Assignment.
   ASSERT_EQ(out.size(), 2u);
   for (const Outgoing& message : out) {
     ASSERT_TRUE(message.message.has_assignment());
     EXPECT_EQ(message.message.assignment().global_batch(), 120);
     EXPECT_NEAR(message.message.assignment().learning_rate(), expected_rate, 1e-9);
+    EXPECT_NEAR(message.message.assignment().sample_efficiency(), expected_efficiency, 1e-12);
   }
   EXPECT_EQ(changed.batching_mode, "adaptive");
 }
@@ -1116,9 +1123,15 @@ TEST_F(JobSessionTest, ALiveLearningRateEditRestartsAnAdaptiveBatchAtItsBaseWith
   JobSessionConfig edited = AdaptiveConfig(30, 16, 240, 30);
   edited.learning_rate = 0.2;
   ASSERT_TRUE(job_->Reconfigure(edited, now_).ok());
-  TrainWithGradientNoise(*job_, now_, step, step + 1, 5000.0);
+  const Outbox restarted = TrainWithGradientNoise(*job_, now_, step, step + 1, 5000.0);
   EXPECT_EQ(job_->Snapshot().global_batch, 30);
   EXPECT_NEAR(job_->Snapshot().learning_rate, 0.2, 1e-12);
+  // Back at B0, a sample is worth one at B0 again.
+  ASSERT_FALSE(restarted.empty());
+  for (const Outgoing& message : restarted) {
+    ASSERT_TRUE(message.message.has_assignment());
+    EXPECT_EQ(message.message.assignment().sample_efficiency(), 1.0);
+  }
   // Held by the dwell, counted from the edit: no change in the next 20 steps.
   TrainWithGradientNoise(*job_, now_, step + 1, step + 21, 5000.0);
   EXPECT_EQ(job_->Snapshot().global_batch, 30);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace fulcrum::trainer {
 namespace {
 
@@ -60,6 +62,19 @@ TEST(LearningRateSchedule, AnEpochJobsCosineFollowsItsSamplesWhenTheGlobalBatchG
   EXPECT_NEAR(LearningRateAtSample(1.0, cosine, 150, kSamples / 2, kSamples, 512), 0.5, 0.05);
   EXPECT_NEAR(LearningRateAtSample(1.0, cosine, 200, kSamples - kSamples % 512, kSamples, 512), 0.0,
               1e-9);
+}
+
+TEST(LearningRateSchedule, TheCosineFollowsEquivalentSamplesThatAreNotWholeNumbers) {
+  const ScheduleOptions cosine{.kind = ScheduleKind::kCosine, .final_factor = 0.0};
+  // An adaptive B of 512 whose samples are each worth 0.37 of one at B0: a step adds 189.44
+  // equivalent samples, and the job ends when they cover 54,000.
+  constexpr double kStep = 512 * 0.37;
+  constexpr double kTotal = 54000;
+  const double last_step_start = std::ceil(kTotal / kStep) * kStep - kStep;
+  EXPECT_DOUBLE_EQ(LearningRateAtSample(1.0, cosine, 0, 0.0, kTotal, kStep), 1.0);
+  EXPECT_NEAR(LearningRateAtSample(1.0, cosine, 142, last_step_start / 2, kTotal, kStep), 0.5,
+              1e-12);
+  EXPECT_NEAR(LearningRateAtSample(1.0, cosine, 285, last_step_start, kTotal, kStep), 0.0, 1e-12);
 }
 
 TEST(LearningRateSchedule, StepDecayMultipliesByGammaEveryStepSizeStepsAfterWarmup) {

@@ -73,6 +73,7 @@ nlohmann::json ModelRecord(const TrainerConfig& config, const TrainedModelFacts&
           {"why", facts.why},
           {"step", facts.step},
           {"samples_seen", facts.samples_seen},
+          {"equivalent_samples", facts.equivalent_samples},
           {"final_loss", facts.final_loss},
           {"last_evaluation", evaluation},
           {"checksum", facts.checksum},

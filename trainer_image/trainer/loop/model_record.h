@@ -16,6 +16,9 @@ struct TrainedModelFacts {
   std::string why;  // "steps done", "epochs done"
   int64_t step = 0;
   int64_t samples_seen = 0;
+  // Samples weighted by their step's sample efficiency (Progress::equivalent_samples): what an
+  // adaptive global batch's --epochs counted.
+  double equivalent_samples = 0.0;
   double final_loss = 0.0;
   std::string checksum;  // of the trained parameters, as the trainer logs it
   std::size_t parameters = 0;

@@ -70,10 +70,12 @@ struct ControlLayout {
   static constexpr std::size_t kAccumulation = 4;
   // Rank 0's live-edited recipe for the next step (0: unchanged), each value as two float32
   // (the slots are float32): the learning rate as its float and the remainder, the total steps
-  // in units of 2^24 and the rest.
-  static constexpr std::size_t kLearningRate = 5;  // and kLearningRate + 1
-  static constexpr std::size_t kTotalSteps = 7;    // and kTotalSteps + 1
-  static constexpr std::size_t kPlan = 9;          // world_size entries follow
+  // in units of 2^24 and the rest, the sample efficiency (Assignment.sample_efficiency) as the
+  // learning rate.
+  static constexpr std::size_t kLearningRate = 5;      // and kLearningRate + 1
+  static constexpr std::size_t kTotalSteps = 7;        // and kTotalSteps + 1
+  static constexpr std::size_t kSampleEfficiency = 9;  // and kSampleEfficiency + 1
+  static constexpr std::size_t kPlan = 11;             // world_size entries follow
   static std::size_t Size(int world_size) { return kPlan + static_cast<std::size_t>(world_size); }
 };
 
@@ -87,6 +89,13 @@ double DecodeFromTwoSlots(const std::vector<double>& control, std::size_t slot) 
   return control[slot] + control[slot + 1];
 }
 constexpr double kStepsUnit = 16777216.0;  // 2^24: float32 holds integers exactly below it
+
+// An Assignment's sample efficiency: 0 (unset, a fixed global batch) is 1, and so is a value
+// no coordinator sends (not finite or negative), which would end an epoch job at once or never.
+double SampleEfficiencyOf(const fulcrum::v1::Assignment& assignment) {
+  const double efficiency = assignment.sample_efficiency();
+  return std::isfinite(efficiency) && efficiency > 0.0 ? efficiency : 1.0;
+}
 
 // kFatal: the model or data failed a step (exit 1); kInvalidInput: the job's input cannot be
 // trained as given (exit 2, which the operator does not retry).
@@ -144,15 +153,28 @@ class Trainer {
   int64_t TotalSteps(int64_t global_batch) const {
     if (steps_ > 0) return steps_;
     if (config_.epochs <= 0 || global_batch <= 0) return 0;
-    const int64_t left = LastPosition() - progress_.cursor;
+    const int64_t left = EndPosition() - progress_.cursor;
     return progress_.step + (left + global_batch - 1) / global_batch;
   }
-  // The cursor after every epoch's samples (--epochs).
+  // Every epoch's samples (--epochs), counted in equivalent samples (Progress).
   int64_t LastPosition() const { return config_.epochs * dataset_->size(); }
-  // Done: the steps are taken, or the cursor has passed every epoch's samples.
+  // The equivalent samples still to train for --epochs. Under half a sample is none: the sum
+  // of products of batches and efficiencies rounds, and a fixed B's sums are whole numbers.
+  double EquivalentSamplesLeft() const {
+    const double left = static_cast<double>(LastPosition()) - progress_.equivalent_samples;
+    return left < 0.5 ? 0.0 : left;
+  }
+  // The cursor at which an --epochs job ends if the sample efficiency stays: every epoch's
+  // samples under a fixed B; later for a larger adaptive B, whose samples are each worth less.
+  // The last step is cut there (partial), so the job trains no sample past its end.
+  int64_t EndPosition() const {
+    return progress_.cursor +
+           static_cast<int64_t>(std::ceil(EquivalentSamplesLeft() / sample_efficiency_));
+  }
+  // Done: the steps are taken, or every epoch's equivalent samples are.
   bool Finished() const {
     return (steps_ > 0 && progress_.step >= steps_) ||
-           (config_.epochs > 0 && progress_.cursor >= LastPosition());
+           (config_.epochs > 0 && EquivalentSamplesLeft() == 0.0);
   }
   void WriteCheckpointNow(const char* why);
   void HandleControls();
@@ -181,8 +203,12 @@ class Trainer {
   // --lr and --steps until then. Agreed in band, so every rank changes at the same step.
   double base_learning_rate_ = 0.0;
   int64_t steps_ = 0;
+  // Assignment.sample_efficiency of the running plan (1: a fixed global batch): each step adds
+  // its global batch times this to Progress::equivalent_samples. Agreed in band too.
+  double sample_efficiency_ = 1.0;
   // Takes a live-edited recipe from an Assignment or the summed control; logs a change.
-  void AdoptRecipe(double learning_rate, int64_t total_steps, const char* how);
+  void AdoptRecipe(double learning_rate, int64_t total_steps, double sample_efficiency,
+                   const char* how);
   std::optional<LossScaler> loss_scaler_;  // --precision fp16
   int64_t overflow_steps_ = 0;             // steps skipped for a gradient overflow
   std::unique_ptr<SampleOrder> order_;
@@ -598,6 +624,7 @@ void Trainer::WriteOutput(const char* why) {
       config_, {.why = why,
                 .step = progress_.step,
                 .samples_seen = progress_.cursor,
+                .equivalent_samples = progress_.equivalent_samples,
                 .final_loss = last_loss_,
                 .checksum = Checksum(parameters_),
                 .parameters = named_parameters_.size(),
@@ -617,7 +644,8 @@ void Trainer::WriteOutput(const char* why) {
       {{"model", model_path.string()}, {"metadata", json_path.string()}, {"step", progress_.step}});
 }
 
-void Trainer::AdoptRecipe(double learning_rate, int64_t total_steps, const char* how) {
+void Trainer::AdoptRecipe(double learning_rate, int64_t total_steps, double sample_efficiency,
+                          const char* how) {
   // In band the rate comes through two float32 slots, exact to about 1e-14 of it: a value that
   // close is the rate already held, which stays. An Assignment's value is taken exactly, so a
   // generation's members hold bit-identical rates whatever each decoded before.
@@ -641,6 +669,25 @@ void Trainer::AdoptRecipe(double learning_rate, int64_t total_steps, const char*
                {"to", total_steps},
                {"how", how}});
     steps_ = total_steps;
+  }
+  // Exact from an Assignment (every member the same), as the rate; in band within 1e-14.
+  const bool efficiency_changed =
+      std::isfinite(sample_efficiency) && sample_efficiency > 0.0 &&
+      std::abs(sample_efficiency - sample_efficiency_) > 1e-12 * sample_efficiency;
+  const double previous_efficiency = sample_efficiency_;
+  if (std::isfinite(sample_efficiency) && sample_efficiency > 0.0 &&
+      (efficiency_changed || from_assignment)) {
+    sample_efficiency_ = sample_efficiency;
+  }
+  if (efficiency_changed && config_.epochs > 0) {
+    log::Info("trainer", job(), "sample efficiency changed: the epochs end at another step",
+              {{"step", progress_.step},
+               {"rank", rank_},
+               {"from", previous_efficiency},
+               {"to", sample_efficiency_},
+               {"equivalent_samples", progress_.equivalent_samples},
+               {"end_position", EndPosition()},
+               {"how", how}});
   }
 }
 
@@ -846,7 +893,8 @@ GenerationEnd Trainer::RunGeneration(const fulcrum::v1::Assignment& assignment) 
   }
   // Every member of the generation got the same values: the first step uses them on every rank
   // (a trainer started before an edit would otherwise use its own flags for it).
-  AdoptRecipe(assignment.learning_rate(), assignment.total_steps(), "generation");
+  AdoptRecipe(assignment.learning_rate(), assignment.total_steps(), SampleEfficiencyOf(assignment),
+              "generation");
   fulcrum::v1::Assignment plan = assignment;
   PrefetchFrom(progress_.cursor, std::vector<int>(plan.batches().begin(), plan.batches().end()));
   // Evaluation errors: a collective that failed ends the generation; a model that fails on the
@@ -999,9 +1047,9 @@ Result<BatchRequest> Trainer::RequestAt(int64_t cursor, const std::vector<int>& 
   Result<PositionRange> range = ShardForRank(cursor, batches, rank_);
   if (!range.ok()) return range.error();
   if (config_.epochs > 0) {
-    const int64_t last_position = LastPosition();
-    range->begin = std::min(range->begin, last_position);
-    range->end = std::min(range->end, last_position);
+    const int64_t end_position = EndPosition();
+    range->begin = std::min(range->begin, end_position);
+    range->end = std::min(range->end, end_position);
   }
   return BatchRequest{*range, order_->Indices(*range)};
 }
@@ -1064,6 +1112,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
                      ControlLayout::kTotalSteps);
     control[ControlLayout::kTotalSteps + 1] =
         static_cast<double>(chosen.total_steps() % static_cast<int64_t>(kStepsUnit));
+    EncodeInTwoSlots(SampleEfficiencyOf(chosen), control, ControlLayout::kSampleEfficiency);
     for (int r = 0; r < world; ++r)
       control[ControlLayout::kPlan + static_cast<std::size_t>(r)] = chosen.batches(r);
   }
@@ -1132,11 +1181,13 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
     const bool apply =
         !loss_scaler_ || loss_scaler_->Update(std::isfinite(gradient_norm.item<double>()));
     if (apply) {
-      // A job that trains for epochs decays over its samples: its steps change with B.
+      // A job that trains for epochs decays over its equivalent samples: its steps change with
+      // B.
       learning_rate = steps_ <= 0 && config_.epochs > 0
                           ? LearningRateAtSample(base_learning_rate_, config_.schedule,
-                                                 progress_.step, progress_.cursor, LastPosition(),
-                                                 static_cast<int64_t>(global_batch))
+                                                 progress_.step, progress_.equivalent_samples,
+                                                 static_cast<double>(LastPosition()),
+                                                 global_batch * sample_efficiency_)
                           : LearningRateAt(base_learning_rate_, config_.schedule, progress_.step,
                                            TotalSteps(static_cast<int64_t>(global_batch)));
       optimizer_->Step(parameters_, learning_rate);
@@ -1155,6 +1206,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
   const int64_t step = progress_.step;
   progress_.step += 1;
   progress_.cursor += static_cast<int64_t>(global_batch);
+  progress_.equivalent_samples += global_batch * sample_efficiency_;
   last_loss_ = global_batch > 0 ? control[ControlLayout::kLossSum] / global_batch : last_loss_;
   checkpoint_requested_ = false;
   const double step_seconds = SecondsSince(start);
@@ -1180,6 +1232,8 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
                                   {"after_compute_seconds", after_compute_seconds},
                                   // The rate the update used (0: none, a skipped step).
                                   {"learning_rate", learning_rate},
+                                  // What each of the step's samples counted for --epochs.
+                                  {"sample_efficiency", sample_efficiency_},
                                   // Wall clock of the step's end: benchmarks line steps up
                                   // with events in other processes (membership_bench.py).
                                   {"unix_time", UnixSeconds()},
@@ -1249,7 +1303,7 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
       DecodeFromTwoSlots(control, ControlLayout::kLearningRate),
       static_cast<int64_t>(control[ControlLayout::kTotalSteps]) * static_cast<int64_t>(kStepsUnit) +
           static_cast<int64_t>(control[ControlLayout::kTotalSteps + 1]),
-      "in band");
+      DecodeFromTwoSlots(control, ControlLayout::kSampleEfficiency), "in band");
   // The prefetch made before compute assumed this step's plan; only a new one changes the ranges.
   if (control[ControlLayout::kLeave] == 0.0 && next != batches) {
     PrefetchFrom(progress_.cursor, next);

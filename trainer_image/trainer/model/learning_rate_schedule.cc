@@ -59,18 +59,18 @@ double LearningRateAt(double base, const ScheduleOptions& options, int64_t step,
 }
 
 double LearningRateAtSample(double base, const ScheduleOptions& options, int64_t step,
-                            int64_t samples_done, int64_t total_samples, int64_t global_batch) {
+                            double samples_done, double total_samples, double global_batch) {
   if (step < options.warmup_steps) return Warmup(base, options, step);
-  if (global_batch <= 0 || total_samples <= 0) return AfterWarmup(base, options, step, {});
+  if (!(global_batch > 0.0) || !(total_samples > 0.0)) return AfterWarmup(base, options, step, {});
   // In samples what LearningRateAt counts in steps: the decay starts after warmup_steps
-  // batches and ends at the start of the last batch, ceil(total / B) - 1 batches in.
-  const int64_t last_batch_start =
-      (total_samples + global_batch - 1) / global_batch * global_batch - global_batch;
-  const int64_t decay_start = options.warmup_steps * global_batch;
+  // batches and ends at the start of the last batch, ceil(total / B) - 1 batches in. Whole
+  // numbers (a fixed B) are exact in a double, so this is LearningRateAt bit for bit then.
+  const double last_batch_start =
+      std::ceil(total_samples / global_batch) * global_batch - global_batch;
+  const double decay_start = static_cast<double>(options.warmup_steps) * global_batch;
   std::optional<double> progress;
   if (last_batch_start > decay_start) {
-    progress = static_cast<double>(samples_done - decay_start) /
-               static_cast<double>(last_batch_start - decay_start);
+    progress = (samples_done - decay_start) / (last_batch_start - decay_start);
   }
   return AfterWarmup(base, options, step, progress);
 }

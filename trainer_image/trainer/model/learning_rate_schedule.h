@@ -32,7 +32,10 @@ double LearningRateAt(double base, const ScheduleOptions& options, int64_t step,
 
 // The same schedule for a job that trains for a number of samples (epochs), whose global batch
 // may change (an adaptive or edited globalBatchSize): the cosine follows the samples trained,
-// `samples_done` of `total_samples`, at `global_batch` a step, not the steps. Counted in steps,
+// `samples_done` of `total_samples`, at `global_batch` a step, not the steps. The trainer counts
+// all three in equivalent samples (a sample times its step's sample efficiency, so not whole
+// numbers under an adaptive B): the cosine then follows the progress the job counts its length
+// in, as AdaScale's schedule follows its scale-invariant iterations. Counted in steps,
 // a batch that grows x16 halfway through the first epoch shortens the job's remaining steps
 // x16 at once, and the cosine jumped from its start to nearly its middle in one step (the rate
 // halved). With one global batch throughout this is LearningRateAt exactly; after a change the
@@ -40,6 +43,6 @@ double LearningRateAt(double base, const ScheduleOptions& options, int64_t step,
 // percent of the data for a short warmup. Warmup and step decay count steps, as in
 // LearningRateAt.
 double LearningRateAtSample(double base, const ScheduleOptions& options, int64_t step,
-                            int64_t samples_done, int64_t total_samples, int64_t global_batch);
+                            double samples_done, double total_samples, double global_batch);
 
 }  // namespace fulcrum::trainer

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -120,11 +121,14 @@ std::vector<std::byte> EncodeCheckpoint(const std::vector<StateTensor>& state, P
                        {"bytes", tensor.nbytes()}});
     offset = AlignUp(offset + tensor.nbytes());
   }
-  const std::string header =
-      nlohmann::json{{"format", "fulcrum.checkpoint"}, {"version", 2},
-                     {"step", progress.step},          {"cursor", progress.cursor},
-                     {"tensors", std::move(tensors)},  {"meta", meta}}
-          .dump();
+  const std::string header = nlohmann::json{
+      {"format", "fulcrum.checkpoint"},
+      {"version", 2},
+      {"step", progress.step},
+      {"cursor", progress.cursor},
+      {"equivalent_samples", progress.equivalent_samples},
+      {"tensors", std::move(tensors)},
+      {"meta", meta}}.dump();
   const std::size_t data_start = AlignUp(sizeof kMagic + sizeof(uint64_t) + header.size());
   std::vector<std::byte> bytes(data_start + offset + sizeof(uint64_t));
   std::memcpy(bytes.data(), kMagic, sizeof kMagic);
@@ -174,6 +178,18 @@ Result<CheckpointContents> DecodeCheckpoint(std::span<const std::byte> bytes,
     }
     contents.progress.step = header.at("step").get<int64_t>();
     contents.progress.cursor = header.at("cursor").get<int64_t>();
+    // Written since adaptive batches count progress; an older checkpoint trained every step at
+    // efficiency 1, so its equivalent samples are its cursor.
+    const auto equivalent = header.find("equivalent_samples");
+    contents.progress.equivalent_samples = static_cast<double>(contents.progress.cursor);
+    if (equivalent != header.end()) {
+      if (!equivalent->is_number() || !std::isfinite(equivalent->get<double>()) ||
+          equivalent->get<double>() < 0.0) {
+        return InvalidArgument(where, "has equivalent_samples " + equivalent->dump() +
+                                          ", which must be a finite number >= 0");
+      }
+      contents.progress.equivalent_samples = equivalent->get<double>();
+    }
     contents.meta = header.value("meta", nlohmann::json::object());
     for (const auto& entry : header.at("tensors")) {
       const std::string name = entry.at("name").get<std::string>();

@@ -6,7 +6,7 @@
 namespace fulcrum::trainer {
 namespace {
 
-constexpr std::size_t kHeaderBytes = 2 * sizeof(int64_t);
+constexpr std::size_t kHeaderBytes = 2 * sizeof(int64_t) + sizeof(double);
 
 std::span<const std::byte> BytesOf(const torch::Tensor& tensor) {
   return {static_cast<const std::byte*>(tensor.data_ptr()), tensor.nbytes()};
@@ -29,6 +29,7 @@ std::vector<std::byte> PackState(const std::vector<torch::Tensor>& tensors, Prog
   std::vector<std::byte> bytes(PackedSize(tensors));
   std::memcpy(bytes.data(), &progress.step, sizeof(int64_t));
   std::memcpy(bytes.data() + sizeof(int64_t), &progress.cursor, sizeof(int64_t));
+  std::memcpy(bytes.data() + 2 * sizeof(int64_t), &progress.equivalent_samples, sizeof(double));
   std::size_t offset = kHeaderBytes;
   for (const torch::Tensor& tensor : tensors) {
     const torch::Tensor dense = tensor.detach().to(torch::kCPU).contiguous();  // GPU: copied
@@ -49,6 +50,7 @@ Result<Progress> UnpackState(std::span<const std::byte> bytes,
   Progress progress;
   std::memcpy(&progress.step, bytes.data(), sizeof(int64_t));
   std::memcpy(&progress.cursor, bytes.data() + sizeof(int64_t), sizeof(int64_t));
+  std::memcpy(&progress.equivalent_samples, bytes.data() + 2 * sizeof(int64_t), sizeof(double));
   std::size_t offset = kHeaderBytes;
   torch::NoGradGuard no_grad;
   for (const torch::Tensor& tensor : tensors) {

@@ -18,6 +18,10 @@ namespace fulcrum::trainer {
 struct Progress {
   int64_t step = 0;    // optimizer steps completed
   int64_t cursor = 0;  // next global sample position (see sample_order.h)
+  // The samples trained, each weighted by its step's sample efficiency against the job's base
+  // batch (Assignment.sample_efficiency): what a job trained for epochs counts its length in.
+  // Equal to cursor while every step ran at efficiency 1 (a fixed global batch).
+  double equivalent_samples = 0.0;
 };
 
 std::vector<std::byte> PackState(const std::vector<torch::Tensor>& tensors, Progress progress);
