@@ -15,6 +15,14 @@ namespace {
 
 // Before anything is measured, costs are only relative: 1 ms per sample at V100 speed.
 constexpr double kUnmeasuredSecondsPerSample = 1e-3;
+// Notes kept until taken (TakeNotes): a caller that never takes them loses the oldest.
+constexpr std::size_t kMaxNotes = 64;
+
+std::string Format(const char* format, auto... values) {
+  char text[256];
+  std::snprintf(text, sizeof text, format, values...);
+  return text;
+}
 
 double Median(std::vector<double> values) {
   std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
@@ -281,6 +289,13 @@ Status Controller::Observe(const StepReport& report) {
     if (*outcome == ObservationOutcome::kRegimeChange ||
         *outcome == ObservationOutcome::kChangeEnded) {
       worker->speed_change_unplanned = true;
+      Note(
+          Format("%s: speed change %s at step %lld, micro-batch %d: speed factor x%.2f (x%.2f when "
+                 "the plan was made)",
+                 worker->info.id.c_str(),
+                 *outcome == ObservationOutcome::kRegimeChange ? "confirmed" : "ended",
+                 static_cast<long long>(report.step), micro_batch, worker->compute.speed_factor(),
+                 worker->speed_when_planned));
     }
   }
   worker->memory.ObservePeak(micro_batch, report.peak_memory_bytes);
@@ -413,6 +428,11 @@ std::vector<int> Controller::DitheredBatches(const PlanRequest& request, int64_t
   if (to_dither.empty() || config_.dither_fraction <= 0.0) return batches;
   return DitherBatches({batches, min_batches, max_batches, to_dither, step, config_.seed,
                         config_.dither_fraction, config_.dither_period_steps});
+}
+
+void Controller::Note(std::string note) {
+  if (notes_.size() >= kMaxNotes) notes_.erase(notes_.begin());
+  notes_.push_back(std::move(note));
 }
 
 bool Controller::MoveConfirmed(const Worker& worker) const {
@@ -781,6 +801,25 @@ Result<StepDecision> Controller::Decide(int64_t step) {
                     candidate->step_seconds, 100.0 * gain);
     } else {
       reason[0] = '\0';
+    }
+    if (reason[0] == '\0' && (speed_changed || finishing_move)) {
+      // The evaluation a change of speed (or a landing) triggered adopted nothing: say why.
+      std::string declined =
+          !candidate
+              ? Format("step %lld: no plan answers the speed change: no bounded split",
+                       static_cast<long long>(step))
+              : Format(
+                    "step %lld: no plan answers the %s: predicted step time %.4f s -> "
+                    "%.4f s (%.1f%% gain < %.1f%% required)",
+                    static_cast<long long>(step), speed_changed ? "speed change" : "landing",
+                    current_seconds, candidate->step_seconds, 100.0 * gain, 100.0 * min_gain);
+      if (candidate && candidate->workers.size() == current.size()) {
+        if (const std::string moves = DescribeMoves(request, *candidate); !moves.empty()) {
+          declined += "; moves: " + moves;
+        }
+      }
+      if (!damping.empty()) declined += "; damped by " + damping;
+      Note(std::move(declined));
     }
     if (reason[0] != '\0') {
       std::string explained = reason;

@@ -29,6 +29,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -129,6 +130,12 @@ class Controller {
   bool has_plan() const { return plan_.has_value(); }
   const Plan& plan() const { return *plan_; }  // requires has_plan()
   int plan_changes() const { return plan_changes_; }
+  // What the balancer noticed or declined since the last call, oldest first, for the log: a
+  // confirmed change of a worker's speed (or its end), and an evaluation that such a change
+  // triggered but that adopted no plan (its predicted gain against the bar, its moves). A
+  // change that no plan answers is otherwise invisible (issue 25: once, under heavy load, no
+  // rebalance followed a slowdown, and nothing said why).
+  std::vector<std::string> TakeNotes() { return std::exchange(notes_, {}); }
   // The worker's own fit, and the cost planning uses (pooled with its GPU product's workers,
   // as of the last Decide).
   std::optional<LinearCost> FittedCost(std::string_view id) const;
@@ -223,6 +230,7 @@ class Controller {
   double RefinementGain(double model_error) const;
   std::vector<int> DitheredBatches(const PlanRequest& request, int64_t step);
   void Reindex();
+  void Note(std::string note);
 
   ControllerConfig config_;
   std::unique_ptr<Policy> policy_;
@@ -241,6 +249,7 @@ class Controller {
   bool answered_speed_change_ = false;
   int64_t last_decided_step_ = -1;
   int plan_changes_ = 0;
+  std::vector<std::string> notes_;  // TakeNotes; bounded by kMaxNotes
 };
 
 }  // namespace fulcrum::balancer

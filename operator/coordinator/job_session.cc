@@ -334,6 +334,9 @@ Status JobSession::SyncControllerMembers(const std::vector<std::string>& pods) {
 Status JobSession::DecidePlan(int64_t step, std::string* reason) {
   last_decided_step_ = std::max(last_decided_step_, step);
   Result<balancer::StepDecision> decision = controller_.Decide(last_decided_step_);
+  for (const std::string& note : controller_.TakeNotes()) {
+    log::Info("coordinator", config_.name, "balancer", {{"note", note}});
+  }
   if (!decision.ok()) return decision.error();
   const balancer::Plan& plan = controller_.plan();
   std::vector<int> by_rank(ranks_.size(), 0);

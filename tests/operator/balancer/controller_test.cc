@@ -246,6 +246,30 @@ TEST(Controller, AConfirmedSpeedChangeIsEvaluatedAtOnceNotAtTheNextInterval) {
   }
 }
 
+// A slowdown no plan answers says so, with the gain the answer would have brought against the
+// bar it missed: the log then tells a missing rebalance from a missed slowdown.
+TEST(Controller, NotesAConfirmedSpeedChangeAndWhyNoPlanAnswersIt) {
+  ControllerConfig config = Config(1024);
+  config.min_gain = 0.9;                 // no plan clears this bar...
+  config.refinement_error_ratio = 0.0;  // ...and no refinement replaces the first plan
+  Controller controller = MakeController(config);
+  FakeCluster cluster(EightMixedWorkers(), 0.02, 1);
+  ASSERT_TRUE(cluster.Join(controller).ok());
+  for (int64_t step = 0; step < 300; ++step) cluster.Step(controller, step);
+  controller.TakeNotes();
+  cluster.worker(5).slowdown = 2.0;
+  std::string all;
+  for (int64_t step = 300; step < 330; ++step) {
+    cluster.Step(controller, step);
+    for (const std::string& note : controller.TakeNotes()) all += note + "\n";
+  }
+  EXPECT_THAT(all, HasSubstr("w5: speed change confirmed at step 30"));
+  EXPECT_THAT(all, HasSubstr("no plan answers the speed change"));
+  EXPECT_THAT(all, HasSubstr("required"));
+  EXPECT_THAT(all, HasSubstr("w5 ")) << "the declined plan's moves";
+  EXPECT_TRUE(controller.TakeNotes().empty()) << "taken once";
+}
+
 TEST(Controller, RefinesAPlanMadeOnLittleEvidenceOnceTheEvidenceHasGrown) {
   // min_gain so high that only refinements can replace the first measured plan.
   ControllerConfig config = Config(2048);
