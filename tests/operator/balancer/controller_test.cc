@@ -250,7 +250,7 @@ TEST(Controller, AConfirmedSpeedChangeIsEvaluatedAtOnceNotAtTheNextInterval) {
 // bar it missed: the log then tells a missing rebalance from a missed slowdown.
 TEST(Controller, NotesAConfirmedSpeedChangeAndWhyNoPlanAnswersIt) {
   ControllerConfig config = Config(1024);
-  config.min_gain = 0.9;                 // no plan clears this bar...
+  config.min_gain = 0.9;                // no plan clears this bar...
   config.refinement_error_ratio = 0.0;  // ...and no refinement replaces the first plan
   Controller controller = MakeController(config);
   FakeCluster cluster(EightMixedWorkers(), 0.02, 1);
