@@ -124,7 +124,11 @@ std::optional<ComputeTimeModel::ShapeBounds> ComputeTimeModel::ShapeBoundsAt(int
     const double proportional = record.typical * size / record.batch;
     if (!bounds) bounds = ShapeBounds{0.0, std::numeric_limits<double>::infinity()};
     if (size > record.batch) bounds->highest = std::min(bounds->highest, proportional);
-    if (size < record.batch) bounds->lowest = std::max(bounds->lowest, proportional);
+    if (size < record.batch) {
+      bounds->lowest = std::max(bounds->lowest, proportional);
+      bounds->highest =
+          std::min(bounds->highest, record.typical * (1.0 + config_.smaller_batch_slack));
+    }
   }
   return bounds;
 }

@@ -57,6 +57,15 @@ struct FitterConfig {
   // measured sizes allow (ShapeBoundsAt) by this much (and by the outlier residual): per-sample
   // time can rise a little with the batch on real devices (caches), so the bound is not exact.
   double shape_slack = 0.25;
+  // A tiny batch can take longer than a bigger one (CPU threads or GPU SMs left idle: the
+  // minimum useful batch), but not by this much more: a time at a size below one measured in
+  // this regime beyond (1 + this) × that size's time is a change of speed, not the device's
+  // shape. Without it a slowdown that hit on the first step of a move to a smaller size, where
+  // only bigger sizes were measured, became that size's history, the planning curve (made
+  // nondecreasing) hid it, and no plan ever followed (issue 25: a Python job's rank held 23
+  // samples 6x slower to the end; ControllerTest
+  // ASlowdownOnTheFirstStepOfASmallerSizeIsStillAnswered).
+  double smaller_batch_slack = 1.0;
   // a and k count as separated once the data alone pins k down to this relative standard
   // error, after at least this many effective observations.
   double identifiable_slope_error = 0.10;
@@ -158,7 +167,8 @@ class ComputeTimeModel {
   // What the sizes measured in this regime allow `size` to take (speed-free): time per sample
   // never rises with the batch (a + k·b with a, k >= 0, a device flat below its knee and
   // small-batch overheads all obey it; total time need not, a tiny batch can take longer than
-  // a bigger one); nullopt when none was measured. Unbounded sides are 0 and infinity.
+  // a bigger one, though not by smaller_batch_slack more); nullopt when none was measured.
+  // Unbounded sides are 0 and infinity.
   struct ShapeBounds {
     double lowest = 0.0;
     double highest = 0.0;

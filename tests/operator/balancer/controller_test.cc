@@ -879,5 +879,58 @@ TEST(Controller, AfterTheSlowdownIsLiftedTheSplitRecoversWithin20Steps) {
   }
 }
 
+// A slowdown that hits on the first step of a move to a smaller size, where this regime only
+// measured bigger ones: no history there to contradict, but a step at a smaller batch taking
+// several times a bigger one's time is a change of speed, not the device's shape. Before, the
+// slowed times became that size's history, the nondecreasing planning curve hid them, and no
+// plan ever followed (the Python job's rank c held 23 samples 6x slower; issue 25). Three equal
+// workers, B = 96 (that job's shape): c slowed 2x is answered in two legs, and on the first step
+// of the second leg's size it slows 6x more.
+TEST(Controller, ASlowdownOnTheFirstStepOfASmallerSizeIsStillAnswered) {
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Controller controller = SeededController(96, seed);
+    testing::ClusterModel cluster(
+        {{"a", "", 0.01, 0.0005}, {"b", "", 0.01, 0.0005}, {"c", "", 0.01, 0.0005}},
+        {.relative = 0.05, .contention_seconds = 0.001}, 3, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    int64_t step = 0;
+    for (; step < 100; ++step) cluster.Step(controller, step);
+    cluster.worker(2).slowdown = 2.0;
+    std::vector<std::string> reasons;
+    int moves_of_c = 0;
+    int previous = cluster.running()[2];
+    int held = 0;
+    int64_t slowed_at = -1;
+    int64_t answered_at = -1;
+    int plans_after = 0;
+    for (const int64_t end = step + 60; step < end; ++step) {
+      const bool changed = cluster.Step(controller, step);
+      if (changed) reasons.push_back(std::to_string(step) + ": " + controller.plan().reason);
+      // Three slowed reports confirm the change, so a plan decided before the third (one
+      // finishing the 2x answer) answers the earlier change, not this one.
+      if (changed && slowed_at >= 0 && step >= slowed_at + 2) ++plans_after;
+      const int now = cluster.running()[2];
+      if (now != previous && ++moves_of_c == 2) {
+        cluster.worker(2).slowdown = 12.0;  // from the next step: its second at this size
+        slowed_at = step + 1;
+        held = now;
+        reasons.push_back("c runs " + std::to_string(now) + ", 6x slower from step " +
+                          std::to_string(slowed_at));
+      } else if (slowed_at >= 0 && now != previous) {
+        EXPECT_LT(now, previous) << "the slowed worker's batch rose" << Joined(reasons);
+      }
+      if (slowed_at >= 0 && answered_at < 0 && 2 * now <= held) answered_at = step;
+      previous = now;
+    }
+    ASSERT_GE(slowed_at, 0) << "the 2x slowdown was not answered in two legs" << Joined(reasons);
+    ASSERT_GE(answered_at, 0) << "c still holds " << cluster.running()[2] << " of " << held
+                              << Joined(reasons);
+    // Confirmed on 3 reports, then the plan lead (3 steps).
+    EXPECT_LE(answered_at - slowed_at, 10) << Joined(reasons);
+    EXPECT_LE(plans_after, 2) << Joined(reasons);
+  }
+}
+
 }  // namespace
 }  // namespace fulcrum::balancer
