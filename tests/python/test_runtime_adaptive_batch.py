@@ -20,18 +20,26 @@ STEPS = 120  # plans are announced 0.3 s ahead; these steps take milliseconds
 TOLERANCE = 1e-5
 
 
-def test_the_global_batch_and_its_learning_rate_change_together_and_training_stays_exact(
-        tmp_path):
+def run_adaptive_job(tmp_path, *worker_arguments: str):
+    """Three logged workers with `worker_arguments` under a coordinator whose B starts at 16,
+    below the adaptive bounds [24, 48], so it moves at once: their exit codes, the coordinator's
+    final state and the (stopped) coordinator."""
     coordinator = LocalCoordinator(
         tmp_path, "--global-batch", "16", "--min-workers", "3", "--learning-rate", "0.1",
         "--adaptive-batch-min", "24", "--adaptive-batch-max", "48",
         "--adaptive-batch-dwell-steps", "5", "--interval-steps", "5")
     try:
-        codes = coordinator.run_logged_workers([f"worker-{i}" for i in range(3)], "--steps",
-                                               str(STEPS))
+        codes = coordinator.run_logged_workers([f"worker-{i}" for i in range(3)],
+                                               *worker_arguments)
         state = coordinator.state()
     finally:
         coordinator.stop()
+    return codes, state, coordinator
+
+
+def test_the_global_batch_and_its_learning_rate_change_together_and_training_stays_exact(
+        tmp_path):
+    codes, state, coordinator = run_adaptive_job(tmp_path, "--steps", str(STEPS))
     assert set(codes.values()) == {0}, {pod: coordinator.worker_log(pod)[-2000:] for pod in codes}
 
     by_step: dict[int, list[dict]] = {}
@@ -87,16 +95,8 @@ def test_an_epoch_loader_trains_until_its_equivalent_samples_cover_the_epochs(tm
     B0 = 16 a sample is worth less, so the loader trains past its epochs' samples and stops at
     the first step whose weighted sum covers them, on every rank at once."""
     samples, epochs = 600, 2
-    coordinator = LocalCoordinator(
-        tmp_path, "--global-batch", "16", "--min-workers", "3", "--learning-rate", "0.1",
-        "--adaptive-batch-min", "24", "--adaptive-batch-max", "48",
-        "--adaptive-batch-dwell-steps", "5", "--interval-steps", "5")
-    try:
-        codes = coordinator.run_logged_workers([f"worker-{i}" for i in range(3)], "--epochs",
-                                               str(epochs), "--samples", str(samples))
-        state = coordinator.state()
-    finally:
-        coordinator.stop()
+    codes, state, coordinator = run_adaptive_job(tmp_path, "--epochs", str(epochs), "--samples",
+                                                 str(samples))
     assert set(codes.values()) == {0}, {pod: coordinator.worker_log(pod)[-2000:] for pod in codes}
     sent = [1.0] + [change["sample_efficiency"] for change in state["global_batch_changes"]]
     by_step: dict[int, set] = {}
