@@ -291,7 +291,7 @@ class Job:
             raise CollectiveFailed(f"cannot form generation {assignment.generation} at "
                                    f"{assignment.rendezvous_address}: {error}") from error
         self._adopt_recipe(assignment.learning_rate, assignment.total_steps,
-                           assignment.sample_efficiency)
+                           assignment.sample_efficiency or 1.0, exact=True)
 
     def _ensure_synchronised(self) -> None:
         """Every rank of a generation synchronises once, at the first of job.elastic's start,
@@ -377,7 +377,7 @@ class Job:
                                        / self.sample_efficiency)
 
     def _adopt_recipe(self, learning_rate: float, total_steps: int,
-                      sample_efficiency: float) -> None:
+                      sample_efficiency: float, exact: bool = False) -> None:
         # Through two float32 slots the rate is exact to about 1e-14 of it: that close is equal.
         changed = (self.learning_rate is None
                    or abs(learning_rate - self.learning_rate) > 1e-12 * learning_rate)
@@ -387,12 +387,16 @@ class Job:
         if total_steps > 0 and total_steps != self.total_steps:
             log.info("total steps from the job: %d", total_steps)
             self.total_steps = total_steps
-        # 0 is unset (a fixed global batch) in an Assignment and unchanged in band: stays.
-        if (math.isfinite(sample_efficiency) and sample_efficiency > 0
-                and abs(sample_efficiency - self.sample_efficiency) > 1e-12 * sample_efficiency):
-            log.info("sample efficiency from the job: %g from step %d", sample_efficiency,
-                     self.step)
-            self.sample_efficiency = sample_efficiency
+        # 0 is unchanged in band. An Assignment's value (`exact`) is taken as it is, so a
+        # generation's members hold bit-identical efficiencies whatever each decoded in band
+        # before: the step that ends an epoch job is rounded from it on every rank.
+        if math.isfinite(sample_efficiency) and sample_efficiency > 0:
+            if abs(sample_efficiency - self.sample_efficiency) > 1e-12 * sample_efficiency:
+                log.info("sample efficiency from the job: %g from step %d", sample_efficiency,
+                         self.step)
+                self.sample_efficiency = sample_efficiency
+            elif exact:
+                self.sample_efficiency = sample_efficiency
 
     def apply_learning_rate(self, optimizer: torch.optim.Optimizer,
                             scheduler: Optional[Any] = None) -> Optional[float]:
