@@ -802,6 +802,15 @@ Result<StepDecision> Controller::Decide(int64_t step) {
     } else {
       reason[0] = '\0';
     }
+    // "; moves: ...; damped by ...": what a plan (adopted or declined) moves and what held it.
+    const auto explain_moves = [&](const Plan& plan) {
+      std::string text;
+      if (const std::string moves = DescribeMoves(request, plan); !moves.empty()) {
+        text += "; moves: " + moves;
+      }
+      if (!damping.empty()) text += "; damped by " + damping;
+      return text;
+    };
     if (reason[0] == '\0' && (speed_changed || finishing_move)) {
       // The evaluation a change of speed (or a landing) triggered adopted nothing: say why.
       std::string declined =
@@ -814,19 +823,14 @@ Result<StepDecision> Controller::Decide(int64_t step) {
                     static_cast<long long>(step), speed_changed ? "speed change" : "landing",
                     current_seconds, candidate->step_seconds, 100.0 * gain, 100.0 * min_gain);
       if (candidate && candidate->workers.size() == current.size()) {
-        if (const std::string moves = DescribeMoves(request, *candidate); !moves.empty()) {
-          declined += "; moves: " + moves;
-        }
+        declined += explain_moves(*candidate);
+      } else if (!damping.empty()) {
+        declined += "; damped by " + damping;
       }
-      if (!damping.empty()) declined += "; damped by " + damping;
       Note(std::move(declined));
     }
     if (reason[0] != '\0') {
-      std::string explained = reason;
-      if (const std::string moves = DescribeMoves(request, *candidate); !moves.empty()) {
-        explained += "; moves: " + moves;
-      }
-      if (!damping.empty()) explained += "; damped by " + damping;
+      std::string explained = reason + explain_moves(*candidate);
       candidate->predicted_gain = gain;
       const Plan previous = *plan_;
       Adopt(std::move(*candidate), std::move(explained));
