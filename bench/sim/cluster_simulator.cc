@@ -325,6 +325,7 @@ Result<PolicyRun> RunScenario(const Scenario& scenario, balancer::PolicyKind pol
       scenario.slowdown_evidence_to_plan.value_or(config.slowdown_evidence_to_plan);
   config.speed_evidence_to_plan =
       scenario.speed_evidence_to_plan.value_or(config.speed_evidence_to_plan);
+  if (scenario.support_sigmas) config.fitter.support_sigmas = *scenario.support_sigmas;
   config.seed = scenario.seed;
   Result<balancer::Controller> controller = balancer::Controller::Create(config);
   if (!controller.ok()) return controller.error();

@@ -6,7 +6,8 @@ steps on one balancer and 10 on another that did worse on most seeds. This runs 
 with seeds 1..N (and optional balancer settings, to compare two in one binary) and prints JSON:
 per event, the reaction (steps until the split's efficiency under the mean costs is >= 0.95
 for good) as median, 90th percentile, worst and how many runs never got there; how many runs
-needed more than 2 plans; how many raised the slowed worker's batch; and the run's efficiency.
+needed more than 2 plans; how many raised the slowed worker's batch; the efficiency the split
+settled at (the last 100 steps before the next event); and the run's efficiency.
 
     python3 bench/sim/event_sweep.py [--sim build/bench/sim/fulcrum-sim] [--seeds 30]
         [--set slowdown_evidence_to_plan=4] [SCENARIO.yaml ...]
@@ -32,11 +33,23 @@ def percentile(values, fraction):
     return ordered[min(len(ordered) - 1, math.ceil(fraction * len(ordered)) - 1)]
 
 
+def settled_efficiency(run, index):
+    """The split's mean efficiency under the mean costs (as the reaction's) over the last 100
+    steps before the next event (or the end): where the split settled after event `index`,
+    whether or not it ever reached 0.95."""
+    events = run["events"]
+    per_step = run["split_efficiency_per_step"]
+    end = events[index + 1]["step"] if index + 1 < len(events) else len(per_step)
+    tail = per_step[max(events[index]["step"], end - 100):end]
+    return statistics.mean(tail)
+
+
 def summarise(runs):
     """Per event index, the reaction and plan statistics over the runs of one scenario."""
     events = []
     for index, first in enumerate(runs[0]["events"]):
         per_run = [run["events"][index] for run in runs]
+        settled = [settled_efficiency(run, index) for run in runs]
         reached = [e["reaction_steps"] for e in per_run if e["reaction_steps"] is not None]
         events.append({
             "step": first["step"],
@@ -48,6 +61,9 @@ def summarise(runs):
             "runs_over_10_steps": sum(r > 10 for r in reached),
             "runs_with_more_than_2_plans": sum(e["plan_changes"] > 2 for e in per_run),
             "runs_with_a_rise": sum(e["slowed_batch_rises"] > 0 for e in per_run),
+            "settled_efficiency_median": round(statistics.median(settled), 4),
+            "settled_efficiency_min": round(min(settled), 4),
+            "runs_settled_under_0_8": sum(e < 0.8 for e in settled),
         })
     efficiencies = [run["efficiency"] for run in runs]
     return {

@@ -41,6 +41,7 @@ ordered_json ToJson(const fulcrum::sim::PolicyRun& run, bool trace) {
                       {"events", events}};
   if (trace) {
     out["efficiency_per_step"] = run.efficiency_per_step;
+    out["split_efficiency_per_step"] = run.split_efficiency_per_step;
     out["batches_per_step"] = run.batches_per_step;
     ordered_json plans = ordered_json::array();
     for (const auto& [step, reason] : run.plan_reasons) {

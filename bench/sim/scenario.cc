@@ -173,6 +173,16 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
       }
       scenario.gain_noise_sigmas = *sigmas;
     }
+    // How far past its history a report leans to be held in a run of contradictions
+    // (FitterConfig::support_sigmas); 4, the outlier bar itself, is the rule before holding.
+    if (balancer["support_sigmas"]) {
+      Result<double> sigmas = Read<double>(balancer, "support_sigmas", "balancer.");
+      if (!sigmas.ok()) return sigmas.error();
+      if (!(*sigmas >= 0.5 && *sigmas <= 10.0)) {
+        return InvalidArgument("balancer.support_sigmas", "must be a number in [0.5, 10], e.g. 2");
+      }
+      scenario.support_sigmas = *sigmas;
+    }
     // Reports that size a confirmed change before its plan, after a slowdown and a speed-up
     // (ControllerConfig): three confirm one, so fewer cannot be asked for.
     for (auto [key, field] :

@@ -68,6 +68,7 @@ struct Scenario {
   std::optional<double> gain_noise_sigmas;       // unset: ControllerConfig's default
   std::optional<int> slowdown_evidence_to_plan;  // unset: ControllerConfig's default
   std::optional<int> speed_evidence_to_plan;     // unset: ControllerConfig's default
+  std::optional<double> support_sigmas;          // unset: FitterConfig's default
   // Steps between a decision and the step it applies to, as the coordinator's plan lead: a
   // plan decided after step t runs from t + lead, and the workers report the old batches until
   // then. 0: the decision applies to the step it is made for.

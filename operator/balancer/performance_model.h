@@ -8,7 +8,9 @@
 //    declared only when a size already measured in the current regime (or within ±10% of
 //    one) contradicts that history, or a new size's time is far outside what the measured
 //    sizes allow any curve of this shape to take there, `regime_change_run` reports in a row
-//    on the same side; one-off pauses are not;
+//    on the same side, or in a longer run of reports that all lean that way (held, not kept,
+//    so heavy noise cannot fold a slowdown into the history it contradicts); one-off pauses
+//    are not;
 //  - a confirmed change moves s, which rescales every old measurement instead of deleting it;
 //    a size measured only in an older regime is replaced by its first new measurement, and
 //    every report at (or within ±50% of) a size measured before the change refines s (the
@@ -46,6 +48,17 @@ struct FitterConfig {
   double outlier_sigmas = 4.0;
   double min_outlier_residual = 0.15;  // ...and never when closer than 15%
   int regime_change_run = 3;           // consecutive same-side contradictions that mean a change
+  // After a contradiction, later reports on its side beyond this many noise units (and the
+  // outlier residual's floor) are held in its run instead of kept: a run ends at the first
+  // report short of this, or on the other side. Equal to outlier_sigmas, the run is three
+  // contradictions in a row.
+  double support_sigmas = 2.0;
+  // A run this long means a change too, however few of its reports reach the outlier bar: at
+  // 36% timing noise (contention on shared cores) that bar is 2.45x, and a 3.5x slowdown whose
+  // measured times grew 2.4x (the wait for a core does not scale) reached it on one report in
+  // two. Without noise this many reports in a row beyond 2 sigmas on one side do not happen
+  // (0.023^5 after a 4-sigma one).
+  int support_run = 6;
   // After a confirmed change, a report refines the speed factor against the curve measured
   // before the change, at sizes within this relative distance of one measured then. Wide enough
   // for the answer's landing (a worker shed 63 -> 47 after a 5-step burst of contention at 2x
@@ -155,6 +168,14 @@ class ComputeTimeModel {
   // The least relative residual that contradicts a time (FitterConfig::outlier_sigmas noise
   // units, never under min_outlier_residual): for a size's history, the line, and a change.
   double OutlierResidual() const;
+  // The least relative residual that holds a report in a run of contradictions
+  // (FitterConfig::support_sigmas).
+  double SupportResidual() const;
+  // Keeps a report: a measurement of its size, a point of the line, a refinement of the speed.
+  ObservationOutcome Keep(double batch, double seconds);
+  // Ends a run of contradictions that confirmed no change: the contradictions are set aside,
+  // the reports held with them kept. Returns whether keeping them ended the last change.
+  bool EndSuspectRun();
   void AddPoint(double batch, double speed_free_seconds, double weight);
   // What this regime's history says `size` takes (speed-free): its own typical time when it
   // was measured often enough in this regime (exact), else the nearest such size's within ±10%
@@ -200,11 +221,13 @@ class ComputeTimeModel {
   double noise_;
   int observations_ = 0;
   bool identified_ = false;
-  // A report that contradicts the history of its size, with what that history expected.
+  // A report in a run of contradictions, with what its size's history expected: a
+  // contradiction, or a report held with them (FitterConfig::support_sigmas).
   struct Suspect {
     int size = 0;
     double seconds = 0.0;
     double history_speed_free_seconds = 0.0;
+    bool contradicts = true;
   };
   std::vector<Suspect> suspects_;  // all on one side
   // Since the last confirmed change: the sizes measured before it, the speed-free curve then,

@@ -251,6 +251,66 @@ TEST(ComputeTimeModel, NoiseAtAMeasuredSizeIsNeverAChangeOfSpeed) {
   }
 }
 
+// 80 reports at batch 100 scattered by 30% (normal, seeded): a worker on heavily shared cores,
+// whose 4-sigma outlier bar is then over 100%.
+ComputeTimeModel MeasuredUnderHeavyNoise(FitterConfig config = {}) {
+  ComputeTimeModel model(kCatalogPrior, config);
+  std::mt19937_64 random(7);
+  std::normal_distribution<double> noise(0.0, 0.3);
+  for (int i = 0; i < 80; ++i) {
+    EXPECT_TRUE(model.Observe(100, 0.1 * std::max(0.5, 1.0 + noise(random))).ok());
+  }
+  return model;
+}
+
+// Under heavy noise most reports of a real slowdown fall short of the outlier bar. Kept, they
+// moved the size's median onto the new speed before three in a row contradicted it, and the
+// slowdown was never seen (issue 25: the demo under a doubled CI load). Held in the run, six
+// reports leaning one way confirm it, however few pass the bar.
+TEST(ComputeTimeModel, ASlowdownMostOfWhoseReportsFallShortOfTheBarIsStillConfirmed) {
+  for (const bool holding : {true, false}) {
+    FitterConfig config;
+    if (!holding) config.support_sigmas = config.outlier_sigmas;  // the rule before holding
+    ComputeTimeModel model = MeasuredUnderHeavyNoise(config);
+    const double sigma = model.noise();
+    ASSERT_GT(config.outlier_sigmas * sigma, 0.8) << "not heavy noise";
+    const int regime = model.regime();
+    const double speed = model.speed_factor();
+    const double typical = model.sizes().Find(100)->typical * speed;
+    // Every other report passes the bar (5 sigmas); the rest lean the same way (3 sigmas).
+    std::vector<ObservationOutcome> outcomes;
+    for (int i = 0; i < 12 && model.regime() == regime; ++i) {
+      const double sigmas = i % 2 == 0 ? 5.0 : 3.0;
+      outcomes.push_back(*model.Observe(100, typical * (1.0 + sigmas * sigma)));
+    }
+    if (holding) {
+      EXPECT_EQ(outcomes.size(), 6u);
+      EXPECT_EQ(outcomes.back(), ObservationOutcome::kRegimeChange);
+      // Sized by all six, not only the three past the bar.
+      EXPECT_NEAR(model.speed_factor(), speed * (1.0 + 4.0 * sigma), 0.01 * speed);
+    } else {
+      EXPECT_EQ(model.regime(), regime) << "the old rule saw it: this test shows no holding";
+    }
+  }
+}
+
+// A run that confirms nothing sets its contradiction aside (a one-off pause) and keeps the
+// reports held with it: they are measurements like any other.
+TEST(ComputeTimeModel, ReportsHeldWithAOneOffPauseAreKeptWhenTheRunEnds) {
+  ComputeTimeModel model = MeasuredUnderHeavyNoise();
+  const double sigma = model.noise();
+  const double typical = model.sizes().Find(100)->typical * model.speed_factor();
+  const int regime = model.regime();
+  const int count = model.sizes().Find(100)->count;
+  EXPECT_EQ(*model.Observe(100, typical * (1.0 + 6.0 * sigma)), ObservationOutcome::kOutlier);
+  EXPECT_EQ(*model.Observe(100, typical * (1.0 + 3.0 * sigma)), ObservationOutcome::kOutlier);
+  EXPECT_EQ(*model.Observe(100, typical * (1.0 + 2.5 * sigma)), ObservationOutcome::kOutlier);
+  EXPECT_EQ(model.sizes().Find(100)->count, count);
+  EXPECT_EQ(*model.Observe(100, typical), ObservationOutcome::kAccepted);
+  EXPECT_EQ(model.sizes().Find(100)->count, count + 3);
+  EXPECT_EQ(model.regime(), regime);
+}
+
 TEST(ComputeTimeModel, IsIdentifiedOnlyOnceBatchSizesHaveSpread) {
   const LinearCost truth{0.02, 0.001};
   ComputeTimeModel steady(kCatalogPrior);
