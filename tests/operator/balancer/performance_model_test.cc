@@ -182,6 +182,24 @@ TEST(ComputeTimeModel, RefinesTheSpeedFactorWithReportsAfterTheChange) {
   EXPECT_NEAR(model.Seconds(110), 2.0 * truth.Seconds(110), 0.01 * truth.Seconds(110));
 }
 
+// A worker that sped up (a warm-up, confirmed at x0.5) and then slowed 6x on a size a plan
+// moved it to: the slow reports there are past where it was before the speed-up, on the far
+// side, so they are a new change, not the speed-up settling. Folded into the refinement's
+// median they were absorbed (the Python runtime test's rank c read x0.96 for 30 steps).
+TEST(ComputeTimeModel, ASlowdownRightAfterAWarmUpSpeedUpIsANewChange) {
+  const LinearCost truth{0.02, 0.001};
+  ComputeTimeModel model = MeasuredAt90And110(truth);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(model.Observe(110, 0.5 * truth.Seconds(110)).ok());
+  ASSERT_EQ(model.regime(), 1);
+  std::vector<ObservationOutcome> outcomes;
+  for (int i = 0; i < 3; ++i) outcomes.push_back(*model.Observe(70, 3.0 * truth.Seconds(70)));
+  EXPECT_EQ(outcomes, (std::vector<ObservationOutcome>{ObservationOutcome::kOutlier,
+                                                       ObservationOutcome::kOutlier,
+                                                       ObservationOutcome::kRegimeChange}));
+  EXPECT_EQ(model.regime(), 2);
+  EXPECT_NEAR(model.speed_factor(), 3.0, 0.05);
+}
+
 TEST(ComputeTimeModel, ALandingWithinHalfAMeasuredSizeMeasuresTheSpeedAgain) {
   // Three reports at 2x confirm a change (a burst of contention); the plan that answers it
   // moves the worker 110 -> 70, 36% away from any size measured before, and the burst is over:
