@@ -245,6 +245,15 @@ nlohmann::json BuildJobStatus(const JobState& state,
                                {"step", training.last_rebalance.apply_at_step},
                                {"reason", training.last_rebalance.reason},
                                {"predictedGain", training.last_rebalance.predicted_gain}};
+    if (training.last_rebalance.predicted_step_seconds > 0.0) {
+      status["lastRebalance"]["predictedStepSeconds"] =
+          training.last_rebalance.predicted_step_seconds;
+    }
+    if (training.last_rebalance.measured_step_seconds > 0.0) {
+      status["lastRebalance"]["measuredStepSeconds"] =
+          training.last_rebalance.measured_step_seconds;
+      status["lastRebalance"]["calibration"] = training.last_rebalance.calibration;
+    }
   } else if (previous.is_object() && previous.contains("lastRebalance")) {
     status["lastRebalance"] = previous["lastRebalance"];  // from before an operator restart
   }

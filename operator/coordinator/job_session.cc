@@ -16,6 +16,13 @@ constexpr int64_t kMaxApplyLeadSteps = 1000;
 // Plans of a generation remembered besides its first (sent_plans_); the trainer keeps the
 // first and at least the latest 32 (trainer_image/trainer/membership/coordinator_link.cc).
 constexpr std::size_t kKeptPlans = 64;
+// A plan is measured over its first kPlanMeasuredSteps steps, shown from kMinPlanMeasuredSteps
+// on (MeasureLastPlan); a calibration (predicted ÷ measured step time) below
+// kPoorPlanCalibration is logged as a warning: 20% is beyond what timing noise moves a few
+// steps' mean.
+constexpr int64_t kMinPlanMeasuredSteps = 3;
+constexpr int64_t kPlanMeasuredSteps = 10;
+constexpr double kPoorPlanCalibration = 0.8;
 
 double UnixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -350,8 +357,19 @@ Status JobSession::DecidePlan(int64_t step, std::string* reason) {
   }
   *reason = decision->plan_changed ? plan.reason : "batch dither (identifying c(b) = a + k*b)";
   if (decision->plan_changed) {
-    last_rebalance_ = {last_decided_step_, plan.reason, UnixSeconds(), by_rank,
-                       plan.predicted_gain};
+    // The plan it replaces, if it ran too few steps to be logged at kPlanMeasuredSteps.
+    if (last_rebalance_.measured_steps < kPlanMeasuredSteps) LogPlanMeasured();
+    // A plan made on a worker's catalog prior alone predicts no time of its own to check.
+    const bool all_measured = std::all_of(ranks_.begin(), ranks_.end(), [&](const auto& pod) {
+      const balancer::ComputeTimeModel* model = controller_.Model(pod);
+      return model != nullptr && model->observations() > 0;
+    });
+    last_rebalance_ = {.apply_at_step = last_decided_step_,
+                       .reason = plan.reason,
+                       .unix_seconds = UnixSeconds(),
+                       .batches = by_rank,
+                       .predicted_gain = plan.predicted_gain,
+                       .predicted_step_seconds = all_measured ? plan.step_seconds : 0.0};
   }
   const bool changed = by_rank != batches_ || accumulation_steps_ != decision->accumulation_steps;
   batches_ = std::move(by_rank);
@@ -584,8 +602,9 @@ void JobSession::OnStepComplete(int64_t step, Outbox& out) {
   const auto counted = samples_by_step_.find(step);
   const int samples = counted != samples_by_step_.end() ? counted->second : 0;
   if (const auto end = end_by_step_.find(step); end != end_by_step_.end() && !ranks_.empty()) {
-    throughput_.Add(step, samples, end->second,
-                    ranks_.front() + "@" + std::to_string(membership_generation_));
+    const std::string clock = ranks_.front() + "@" + std::to_string(membership_generation_);
+    throughput_.Add(step, samples, end->second, clock);
+    MeasureLastPlan(step, end->second, clock);
   }
   samples_by_step_.erase(samples_by_step_.begin(), samples_by_step_.upper_bound(step));
   end_by_step_.erase(end_by_step_.begin(), end_by_step_.upper_bound(step));
@@ -814,6 +833,55 @@ void JobSession::MeasureBalance() {
   efficiency_ = optimum / current;
   if (step_seconds_average_ > 0.0) calibration_ = current / step_seconds_average_;
   if (efficiency_ > 0.0) ideal_samples_per_second_ = samples_per_second_average_ / efficiency_;
+}
+
+// The last plan's calibration: its predicted step time against the wall time per step of the
+// steps that ran it, on rank 0's clock (from the end of the step before its first), over its
+// first kPlanMeasuredSteps steps, shown from kMinPlanMeasuredSteps on: a plan the balancer
+// replaces within a few steps (its landing contradicted the model) is measured too, and that is
+// when the prediction was worst. Below kPoorPlanCalibration the model predicted a split it had
+// not run badly, which the efficiency (computed under that model) cannot show.
+void JobSession::MeasureLastPlan(int64_t step, double end_seconds, const std::string& clock) {
+  RebalanceSnapshot& plan = last_rebalance_;
+  if (plan.apply_at_step < 0 || !(plan.predicted_step_seconds > 0.0) ||
+      step < plan.apply_at_step - 1) {
+    return;
+  }
+  if (!plan_start_ || plan_start_->apply_at_step != plan.apply_at_step ||
+      plan_start_->clock != clock) {
+    plan_start_ = PlanStart{plan.apply_at_step, step, end_seconds, clock};
+    return;
+  }
+  const int64_t steps = step - plan_start_->step;
+  if (steps < kMinPlanMeasuredSteps || steps > kPlanMeasuredSteps ||
+      !(end_seconds > plan_start_->end_seconds)) {
+    return;
+  }
+  plan.measured_step_seconds =
+      (end_seconds - plan_start_->end_seconds) / static_cast<double>(steps);
+  plan.measured_steps = static_cast<int>(steps);
+  plan.calibration = plan.predicted_step_seconds / plan.measured_step_seconds;
+  if (steps == kPlanMeasuredSteps) LogPlanMeasured();
+}
+
+void JobSession::LogPlanMeasured() const {
+  const RebalanceSnapshot& plan = last_rebalance_;
+  if (!(plan.measured_step_seconds > 0.0)) return;
+  const nlohmann::json fields = {{"apply_at_step", plan.apply_at_step},
+                                 {"steps", plan.measured_steps},
+                                 {"predicted_step_seconds", plan.predicted_step_seconds},
+                                 {"measured_step_seconds", plan.measured_step_seconds},
+                                 {"calibration", plan.calibration},
+                                 {"model_calibration", calibration_}};
+  if (plan.calibration < kPoorPlanCalibration) {
+    log::Warn("coordinator", config_.name,
+              "the plan ran slower than predicted: the workers' costs may depend on each other "
+              "(processes sharing one GPU) or change past the sizes they ran; efficiency is the "
+              "model's view",
+              fields);
+  } else {
+    log::Info("coordinator", config_.name, "plan measured", fields);
+  }
 }
 
 std::pair<std::vector<std::string>, double> JobSession::Releasable() const {

@@ -143,6 +143,10 @@ class JobSession {
   void OnStepComplete(int64_t step, Outbox& out);
   Status DecidePlan(int64_t step, std::string* reason);
   void SendAssignments(int64_t apply_at_step, const std::string& reason, Outbox& out);
+  // The last plan's measured step time and calibration from the steps that ran it (`step` ended
+  // at `end_seconds` on rank 0's `clock`), and its log line.
+  void MeasureLastPlan(int64_t step, double end_seconds, const std::string& clock);
+  void LogPlanMeasured() const;
   // Balance efficiency, the model's calibration and the ideal rate (MeasureBalance in .cc).
   void MeasureBalance();
   // Members the best split with no minimum batch leaves idle, if going on without them saves
@@ -210,6 +214,15 @@ class JobSession {
   double efficiency_ = 0.0;   // η = T(best) / T(current), <= 1
   double calibration_ = 0.0;  // T_model(current) / T_measured
   RebalanceSnapshot last_rebalance_;
+  // Where the last plan's measurement starts: the first step ended at or after the one before
+  // the plan's first, on `clock` (MeasureLastPlan).
+  struct PlanStart {
+    int64_t apply_at_step = 0;
+    int64_t step = 0;
+    double end_seconds = 0.0;
+    std::string clock;
+  };
+  std::optional<PlanStart> plan_start_;
   // The running global batch and learning rate, and the gradient noise estimate (spec.batching).
   GlobalBatchTuner batch_tuner_;
 };

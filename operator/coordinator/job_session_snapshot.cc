@@ -62,7 +62,11 @@ nlohmann::json ToJson(const JobSessionSnapshot& job) {
         {"reason", job.last_rebalance.reason},
         {"unix_seconds", job.last_rebalance.unix_seconds},
         {"batches", job.last_rebalance.batches},
-        {"predicted_gain", job.last_rebalance.predicted_gain}}}};
+        {"predicted_gain", job.last_rebalance.predicted_gain},
+        {"predicted_step_seconds", job.last_rebalance.predicted_step_seconds},
+        {"measured_step_seconds", job.last_rebalance.measured_step_seconds},
+        {"measured_steps", job.last_rebalance.measured_steps},
+        {"calibration", job.last_rebalance.calibration}}}};
 }
 
 }  // namespace fulcrum::coordinator

@@ -36,6 +36,16 @@ struct RebalanceSnapshot {
   double unix_seconds = 0.0;
   std::vector<int> batches;     // by rank
   double predicted_gain = 0.0;  // fraction of step time saved, for speed rebalances
+  // The plan's step time as the balancer predicted it, and as measured once it ran (wall time
+  // per step over its first steps, up to 10, on one clock; 0 until 3 ran). Their ratio is the
+  // plan's calibration: the model's calibration (T_model(current) / T_measured) only says the model
+  // reproduces the split it was fitted on, this says whether it predicted a split it had not
+  // run. Workers whose costs depend on each other (processes sharing one GPU under MPS share its
+  // memory bandwidth) fit their own splits well and predict others badly.
+  double predicted_step_seconds = 0.0;
+  double measured_step_seconds = 0.0;
+  int measured_steps = 0;    // how many steps that is over
+  double calibration = 0.0;  // predicted ÷ measured; 0 until measured
 };
 
 // The job's last evaluation (rank 0's Evaluation message); step -1: none yet.

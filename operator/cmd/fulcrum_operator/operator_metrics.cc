@@ -53,7 +53,7 @@ struct JobGaugeSpec {
 
 constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
 
-const std::array<JobGaugeSpec, 14> kJobGauges = {{
+const std::array<JobGaugeSpec, 15> kJobGauges = {{
     {"fulcrum_job_global_batch",
      "The global batch the trainers run with (spec.batching adaptive moves it)",
      [](const JobSessionSnapshot& s) { return static_cast<double>(s.global_batch); }},
@@ -80,6 +80,12 @@ const std::array<JobGaugeSpec, 14> kJobGauges = {{
     {"fulcrum_job_model_calibration",
      "The step-time model's step time for the current split over the measured one (1: exact)",
      [](const JobSessionSnapshot& s) { return s.model_calibration; }},
+    {"fulcrum_job_plan_calibration",
+     "The last plan's predicted step time over the step time measured once it ran: how well the "
+     "model predicted a split it had not run (NaN: not measured yet)",
+     [](const JobSessionSnapshot& s) {
+       return s.last_rebalance.calibration > 0.0 ? s.last_rebalance.calibration : kNone;
+     }},
     {"fulcrum_job_step", "Last optimizer step every worker reported (-1: none yet)",
      [](const JobSessionSnapshot& s) { return static_cast<double>(s.step); }},
     {"fulcrum_job_membership_generation",

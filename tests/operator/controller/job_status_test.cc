@@ -55,7 +55,10 @@ coordinator::JobSessionSnapshot Training() {
                              .reason = "w-1 slowed down",
                              .unix_seconds = 1.7e9,
                              .batches = {64, 32},
-                             .predicted_gain = 0.2};
+                             .predicted_gain = 0.2,
+                             .predicted_step_seconds = 0.2,
+                             .measured_step_seconds = 0.25,
+                             .calibration = 0.8};
   return training;
 }
 
@@ -81,6 +84,9 @@ TEST(JobStatus, RunningJobShowsWorkersByRankThroughputAndConditions) {
   EXPECT_EQ(status["throughput"]["modelCalibration"], 0.97);
   EXPECT_EQ(status["lastRebalance"]["reason"], "w-1 slowed down");
   EXPECT_EQ(status["lastRebalance"]["time"], "2023-11-14T22:13:20Z");
+  EXPECT_EQ(status["lastRebalance"]["predictedStepSeconds"], 0.2);
+  EXPECT_EQ(status["lastRebalance"]["measuredStepSeconds"], 0.25);
+  EXPECT_EQ(status["lastRebalance"]["calibration"], 0.8);
   EXPECT_EQ((*ConditionOf(status, "Running"))["status"], "True");
   EXPECT_EQ((*ConditionOf(status, "Failed"))["status"], "False");
 }

@@ -100,6 +100,7 @@ class JobSessionTest : public ::testing::Test {
   std::unique_ptr<JobSession> job_;
   Clock::time_point now_ = Clock::time_point() + 1h;
   friend class PhaseShiftedRanks;
+  friend class TwoRanks;
 };
 
 TEST_F(JobSessionTest, WaitsForMinWorkersThenFormsGenerationOneWithDenseRanks) {
@@ -638,6 +639,82 @@ TEST_F(JobSessionTest, EfficiencyNeverExceedsOneAndTheModelsCalibrationIsReporte
   }
   // A straggler that moves every 7 steps: no plan is right for long, and η says so.
   EXPECT_LT(least_efficiency, 0.95);
+}
+
+// Two ranks with the given true compute costs (seconds for a batch), reporting as trainers do:
+// compute, the wait for the other and a 1 ms tail after it, and step end times on one clock.
+class TwoRanks {
+ public:
+  TwoRanks(JobSessionTest* test, std::function<double(int)> cost_a,
+           std::function<double(int)> cost_b)
+      : test_(test), costs_{std::move(cost_a), std::move(cost_b)} {}
+
+  JobSessionSnapshot Step(int64_t step) {
+    const JobSessionSnapshot before = test_->job_->Snapshot();
+    std::vector<double> compute(2);
+    for (int rank = 0; rank < 2; ++rank) compute[rank] = costs_[rank](before.plan[rank]);
+    const double end = end_ + std::max(compute[0], compute[1]) + 0.001;
+    Outbox out;
+    for (int rank = 0; rank < 2; ++rank) {
+      fulcrum::v1::StepReport report;
+      report.set_generation(1);
+      report.set_step(step);
+      report.set_local_batch(before.plan[rank]);
+      report.set_compute_seconds(compute[rank]);
+      report.set_after_compute_seconds(end - end_ - compute[rank]);
+      report.set_comm_seconds(report.after_compute_seconds());
+      report.set_step_seconds(end - end_);
+      report.set_step_end_seconds(100.0 + end);
+      EXPECT_TRUE(test_->job_->Report(before.members[rank].pod, report, test_->now_, out).ok());
+    }
+    end_ = end;
+    return test_->job_->Snapshot();
+  }
+
+ private:
+  JobSessionTest* test_;
+  std::function<double(int)> costs_[2];
+  double end_ = 0.0;
+};
+
+// The last plan's calibration: its predicted step time over the one measured on the first full
+// window of steps that ran it. Where the model predicts what it has not run well (costs that
+// are lines), it is near 1; where a worker's cost changes past what it ran (a knee the dither
+// never reached, or costs that depend on each other, as processes sharing one GPU under MPS
+// do), the plan runs slower than predicted and its calibration says so, while the efficiency,
+// computed under the same model, cannot.
+TEST_F(JobSessionTest, ThePlansCalibrationShowsAPlanThatRunsSlowerThanPredicted) {
+  for (const bool knee : {false, true}) {
+    SCOPED_TRACE(knee ? "b has a knee at 18 samples" : "both costs are lines");
+    job_ = std::make_unique<JobSession>(JobSession::Create(DefaultConfig()).value());
+    Join("a");
+    Join("b");
+    Tick(200ms);
+    TwoRanks ranks(
+        this, [](int batch) { return 0.004 + 0.002 * batch; },
+        [knee](int batch) {
+          return 0.004 + 0.001 * batch + (knee ? 0.004 * std::max(0, batch - 18) : 0.0);
+        });
+    std::vector<double> calibrations;  // of each plan measured, in order
+    int64_t measured_plan = -1;
+    for (int64_t step = 0; step < 60; ++step) {
+      const JobSessionSnapshot snapshot = ranks.Step(step);
+      const RebalanceSnapshot& plan = snapshot.last_rebalance;
+      if (plan.calibration > 0.0 && plan.apply_at_step != measured_plan) {
+        measured_plan = plan.apply_at_step;
+        calibrations.push_back(plan.calibration);
+        EXPECT_NEAR(plan.calibration, plan.predicted_step_seconds / plan.measured_step_seconds,
+                    1e-12);
+        EXPECT_GE(step, plan.apply_at_step + 2) << "measured before 3 steps ran it";
+      }
+    }
+    ASSERT_FALSE(calibrations.empty());
+    if (knee) {
+      EXPECT_LT(*std::min_element(calibrations.begin(), calibrations.end()), 0.8);
+    } else {
+      for (const double calibration : calibrations) EXPECT_NEAR(calibration, 1.0, 0.1);
+    }
+  }
 }
 
 TEST_F(JobSessionTest, TheIdealStepCountsEverythingAfterComputeNotJustTheAllReduce) {

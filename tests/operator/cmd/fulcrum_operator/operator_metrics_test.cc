@@ -64,6 +64,7 @@ JobSessionSnapshot MixedJob() {
   job.ideal_samples_per_second = 1024;
   job.efficiency = 0.875;
   job.model_calibration = 0.96;
+  job.last_rebalance.calibration = 0.625;
   job.training_loss = 0.5;
   job.last_evaluation = {.step = 100,
                          .loss = 0.75,
@@ -122,6 +123,7 @@ TEST(OperatorMetrics, UpdateJobSetsTheJobsAndItsRankedWorkersSeries) {
           R"(fulcrum_job_ideal_samples_per_second{job="mixed",namespace="ml"} 1024)",
           R"(fulcrum_job_efficiency{job="mixed",namespace="ml"} 0.875)",
           R"(fulcrum_job_model_calibration{job="mixed",namespace="ml"} 0.96)",
+          R"(fulcrum_job_plan_calibration{job="mixed",namespace="ml"} 0.625)",
           R"(fulcrum_job_step{job="mixed",namespace="ml"} 120)",
           R"(fulcrum_job_membership_generation{job="mixed",namespace="ml"} 3)",
           R"(fulcrum_job_workers{job="mixed",namespace="ml"} 3)",
@@ -184,7 +186,7 @@ TEST(OperatorMetrics, RemoveJobRemovesEveryOneOfItsSeriesAndKeepsOtherJobs) {
   const std::string text = metrics.Serialize();
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="ml")"), 0);
   // Job gauges, worker failures and phase, three workers' gauges, a rebalance counter per kind.
-  const int per_job = 14 + 2 + 3 * 4 + 7;
+  const int per_job = 15 + 2 + 3 * 4 + 7;
   EXPECT_EQ(SeriesWith(text, R"(job="other",namespace="ml")"), per_job);
   EXPECT_EQ(SeriesWith(text, R"(job="mixed",namespace="dev")"), per_job);
   metrics.RemoveJob("ml", "mixed");  // again, and of a job never seen: no effect, no crash
