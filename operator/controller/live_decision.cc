@@ -88,9 +88,17 @@ std::vector<EventNote> StatusEvents(const nlohmann::json& previous, const nlohma
   }
   const bool generation_plan =
       new_generation && training.last_rebalance.apply_at_step == training.generation_step;
+  // A rebalance is news once: the same one goes on gaining figures (its measured step time and
+  // calibration over its first steps), and each of those made it a new Event (the e2e job's 25
+  // Events a rebalance at most four times, until the rate limit dropped its Succeeded).
+  const auto rebalance_identity = [](const nlohmann::json& of) {
+    if (!of.is_object() || !of.contains("lastRebalance")) return nlohmann::json();
+    const nlohmann::json& rebalance = of["lastRebalance"];
+    return nlohmann::json{rebalance.value("step", int64_t{-1}), rebalance.value("time", ""),
+                          rebalance.value("reason", "")};
+  };
   if (!generation_plan && status.contains("lastRebalance") &&
-      (!previous.is_object() || !previous.contains("lastRebalance") ||
-       previous["lastRebalance"] != status["lastRebalance"]) &&
+      rebalance_identity(previous) != rebalance_identity(status) &&
       training.last_rebalance.apply_at_step >= 0) {
     events.push_back(RebalancedEvent(training.last_rebalance.apply_at_step,
                                      training.last_rebalance.reason,

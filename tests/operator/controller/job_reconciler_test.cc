@@ -563,6 +563,27 @@ TEST_F(JobEventsTest, ASpeedRebalanceWithinAGenerationIsARebalancedEvent) {
   EXPECT_THAT(events[0].note, HasSubstr("step 528: predicted step time"));
 }
 
+// The same rebalance measured over its first steps (its step time and calibration filled in)
+// is not news again: each update was an Event, and 25 of them made the rate limit drop the
+// job's Succeeded in the e2e run.
+TEST_F(JobEventsTest, ARebalanceMeasuredLaterIsNotASecondRebalancedEvent) {
+  coordinator::JobSessionSnapshot before = TwoWorkers(2, 530);
+  before.generation_reason = "joined: mixed-gpus-worker-1";
+  before.generation_step = 3;
+  before.last_rebalance = {.apply_at_step = 528,
+                           .reason = "predicted step time 0.1200 s -> 0.0950 s",
+                           .unix_seconds = 1.7e9,
+                           .batches = {80, 16},
+                           .predicted_gain = 0.2,
+                           .predicted_step_seconds = 0.095};
+  coordinator::JobSessionSnapshot after = before;
+  after.step = 533;
+  after.last_rebalance.measured_step_seconds = 0.1;
+  after.last_rebalance.measured_steps = 4;
+  after.last_rebalance.calibration = 0.95;
+  EXPECT_THAT(EventsBetween(before, after), IsEmpty());
+}
+
 }  // namespace
 }  // namespace fulcrum::controller
 
