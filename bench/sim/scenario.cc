@@ -165,23 +165,27 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
       return InvalidArgument("balancer.apply_lead_steps", "must be an integer in [0, 100]");
     }
     scenario.apply_lead_steps = *lead;
-    if (balancer["gain_noise_sigmas"]) {
-      Result<double> sigmas = Read<double>(balancer, "gain_noise_sigmas", "balancer.");
+    // Noise units: the gain bar once a change was answered (ControllerConfig::gain_noise_sigmas),
+    // and how far past its history a report leans to be held in a run of contradictions
+    // (FitterConfig::support_sigmas; 4, the outlier bar itself, is the rule before holding).
+    struct SigmaSetting {
+      const char* key;
+      std::optional<double>* field;
+      double least;
+      const char* range;
+    };
+    for (const SigmaSetting& setting :
+         {SigmaSetting{"gain_noise_sigmas", &scenario.gain_noise_sigmas, 0.0,
+                       "must be a number in [0, 10], e.g. 1"},
+          SigmaSetting{"support_sigmas", &scenario.support_sigmas, 0.5,
+                       "must be a number in [0.5, 10], e.g. 2"}}) {
+      if (!balancer[setting.key]) continue;
+      Result<double> sigmas = Read<double>(balancer, setting.key, "balancer.");
       if (!sigmas.ok()) return sigmas.error();
-      if (!(*sigmas >= 0.0 && *sigmas <= 10.0)) {
-        return InvalidArgument("balancer.gain_noise_sigmas", "must be a number in [0, 10], e.g. 1");
+      if (!(*sigmas >= setting.least && *sigmas <= 10.0)) {
+        return InvalidArgument(std::string("balancer.") + setting.key, setting.range);
       }
-      scenario.gain_noise_sigmas = *sigmas;
-    }
-    // How far past its history a report leans to be held in a run of contradictions
-    // (FitterConfig::support_sigmas); 4, the outlier bar itself, is the rule before holding.
-    if (balancer["support_sigmas"]) {
-      Result<double> sigmas = Read<double>(balancer, "support_sigmas", "balancer.");
-      if (!sigmas.ok()) return sigmas.error();
-      if (!(*sigmas >= 0.5 && *sigmas <= 10.0)) {
-        return InvalidArgument("balancer.support_sigmas", "must be a number in [0.5, 10], e.g. 2");
-      }
-      scenario.support_sigmas = *sigmas;
+      *setting.field = *sigmas;
     }
     // Reports that size a confirmed change before its plan, after a slowdown and a speed-up
     // (ControllerConfig): three confirm one, so fewer cannot be asked for.
