@@ -89,8 +89,8 @@ std::vector<EventNote> StatusEvents(const nlohmann::json& previous, const nlohma
   const bool generation_plan =
       new_generation && training.last_rebalance.apply_at_step == training.generation_step;
   // A rebalance is news once: the same one goes on gaining figures (its measured step time and
-  // calibration over its first steps), and each of those made it a new Event (the e2e job's 25
-  // Events a rebalance at most four times, until the rate limit dropped its Succeeded).
+  // calibration over its first steps). Compared whole, each update was a new Event: in an e2e
+  // run one rebalance made up to six, and the job's burst of 25 ran out before its Succeeded.
   const auto rebalance_identity = [](const nlohmann::json& of) {
     if (!of.is_object() || !of.contains("lastRebalance")) return nlohmann::json();
     const nlohmann::json& rebalance = of["lastRebalance"];

@@ -39,9 +39,4 @@ std::optional<double> ThroughputWindow::StepSeconds() const {
          static_cast<double>(entries_.back().step - entries_.front().step);
 }
 
-std::optional<int64_t> ThroughputWindow::FirstStepOfAFullWindow() const {
-  if (static_cast<int>(entries_.size()) < steps_ + 1) return std::nullopt;
-  return entries_.front().step + 1;
-}
-
 }  // namespace fulcrum::coordinator

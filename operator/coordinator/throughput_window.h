@@ -28,9 +28,6 @@ class ThroughputWindow {
   std::optional<double> SamplesPerSecond() const;
   // Wall time per step over the window; nullopt until two steps are known.
   std::optional<double> StepSeconds() const;
-  // The first step the window's figures cover, once it covers its full number of steps (a
-  // figure over fewer is noisier); nullopt before.
-  std::optional<int64_t> FirstStepOfAFullWindow() const;
 
  private:
   struct Entry {
