@@ -193,8 +193,7 @@ std::optional<ComputeTimeModel::History> ComputeTimeModel::ContradictableHistory
   // outside it are left to the refinement: under heavy noise they were mostly noise, and
   // fulcrum-sim's demo_heavy_noise settled worse when they counted.
   if (RefinesSpeedAt(size)) {
-    const double expected = CurveSeconds(
-        reference_line_.fixed_seconds, reference_line_.seconds_per_sample, reference_points_, size);
+    const double expected = ReferenceSeconds(size);
     const double implied = speed_free * speed_ / expected;
     const double outside = std::max(implied / std::max(speed_before_change_, confirmed_speed_),
                                     std::min(speed_before_change_, confirmed_speed_) / implied);
@@ -262,9 +261,7 @@ bool ComputeTimeModel::RefineSpeed(int size, double seconds) {
   // change measures the speed too, and a burst of contention confirmed as a change and
   // answered has ended by then; the landing is what says so (FitterConfig).
   if (!RefinesSpeedAt(size)) return false;
-  const double expected = CurveSeconds(reference_line_.fixed_seconds,
-                                       reference_line_.seconds_per_sample, reference_points_, size);
-  speed_estimates_.push_back(seconds / expected);
+  speed_estimates_.push_back(seconds / ReferenceSeconds(size));
   speed_estimate_sizes_.push_back(size);
   speed_ = SpeedFromEstimates();
   sizes_.SetSpeed(regime_, speed_);
@@ -289,6 +286,11 @@ bool ComputeTimeModel::RefineSpeed(int size, double seconds) {
   }
   confirming_sizes_.clear();
   return true;
+}
+
+double ComputeTimeModel::ReferenceSeconds(int size) const {
+  return CurveSeconds(reference_line_.fixed_seconds, reference_line_.seconds_per_sample,
+                      reference_points_, size);
 }
 
 bool ComputeTimeModel::RefinesSpeedAt(int size) const {

@@ -204,6 +204,8 @@ class ComputeTimeModel {
   bool RefineSpeed(int size, double seconds);
   // Whether a report at `size` refines the speed factor of the last confirmed change.
   bool RefinesSpeedAt(int size) const;
+  // What `size` took before the last confirmed change, speed-free: the curve measured then.
+  double ReferenceSeconds(int size) const;
   // The median of the speed estimates at the size of the latest one when it has
   // kSpeedEstimatesAtOneSize of them, else of all.
   double SpeedFromEstimates() const;
