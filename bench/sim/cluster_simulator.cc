@@ -20,6 +20,7 @@ struct SimulatedWorker {
   std::string id;
   const GpuProfile* profile;
   double slowdown = 1.0;
+  int64_t joined_at = 0;  // the step it joined (Noise::startup_seconds fades from there)
 };
 
 class Simulation {
@@ -27,10 +28,10 @@ class Simulation {
   Simulation(const Scenario& scenario, balancer::Controller controller)
       : scenario_(scenario), controller_(std::move(controller)), random_(scenario.seed) {}
 
-  Status Join(const WorkerGroup& group) {
+  Status Join(const WorkerGroup& group, int64_t step = 0) {
     const GpuProfile& profile = scenario_.profiles.at(group.profile);
     for (int i = 0; i < group.count; ++i) {
-      SimulatedWorker worker{"w" + std::to_string(next_worker_++), &profile};
+      SimulatedWorker worker{"w" + std::to_string(next_worker_++), &profile, 1.0, step};
       balancer::WorkerInfo info{worker.id, profile.product,
                                 static_cast<int64_t>(profile.memory_gib * kBytesPerGiB)};
       if (Status status = controller_.AddWorker(info); !status.ok()) return status;
@@ -41,7 +42,7 @@ class Simulation {
   }
 
   Status Apply(const Event& event) {
-    if (event.kind == EventKind::kJoin) return Join(event.joiners);
+    if (event.kind == EventKind::kJoin) return Join(event.joiners, event.step);
     const int index = IndexOf(event.worker);
     if (index < 0) {
       return InvalidArgument("events.worker", "no worker \"" + event.worker + "\" at step " +
@@ -89,6 +90,7 @@ class Simulation {
     const std::vector<double> jitter = DrawJitter();
     std::vector<double> compute = TrueComputeSeconds(running.batches, accumulation, jitter);
     AddContention(running.batches, compute);
+    AddStartUp(step, running.batches, compute);
     bool out_of_memory = false;
     bool pathological = false;
     for (std::size_t i = 0; i < workers_.size(); ++i) {
@@ -178,6 +180,21 @@ class Simulation {
     std::exponential_distribution<double> wait(1.0 / scenario_.noise.contention_seconds);
     for (std::size_t i = 0; i < workers_.size(); ++i) {
       if (batches[i] > 0) compute[i] += wait(random_);
+    }
+  }
+
+  // A worker's start-up wait (Noise::startup_seconds), fading linearly over its first
+  // startup_steps; no draws, so other scenarios keep their noise sequence.
+  void AddStartUp(int64_t step, const std::vector<int>& batches,
+                  std::vector<double>& compute) const {
+    const Noise& noise = scenario_.noise;
+    if (noise.startup_seconds <= 0.0 || noise.startup_steps <= 0) return;
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      const int64_t since = step - workers_[i].joined_at;
+      if (batches[i] > 0 && since < noise.startup_steps) {
+        compute[i] += noise.startup_seconds *
+                      (1.0 - static_cast<double>(since) / static_cast<double>(noise.startup_steps));
+      }
     }
   }
 
@@ -326,6 +343,9 @@ Result<PolicyRun> RunScenario(const Scenario& scenario, balancer::PolicyKind pol
   config.speed_evidence_to_plan =
       scenario.speed_evidence_to_plan.value_or(config.speed_evidence_to_plan);
   if (scenario.support_sigmas) config.fitter.support_sigmas = *scenario.support_sigmas;
+  if (scenario.stale_after_reports) {
+    config.fitter.stale_after_reports = *scenario.stale_after_reports;
+  }
   config.seed = scenario.seed;
   Result<balancer::Controller> controller = balancer::Controller::Create(config);
   if (!controller.ok()) return controller.error();

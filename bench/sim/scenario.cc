@@ -201,6 +201,17 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
       }
       *field = *evidence;
     }
+    // Reports after which evidence the line no longer agrees with is retired
+    // (FitterConfig::stale_after_reports; 0: never).
+    if (balancer["stale_after_reports"]) {
+      Result<int> reports = Read<int>(balancer, "stale_after_reports", "balancer.");
+      if (!reports.ok()) return reports.error();
+      if (*reports < 0 || *reports > 10000) {
+        return InvalidArgument("balancer.stale_after_reports",
+                               "must be an integer in [0, 10000], e.g. 50 (0: never)");
+      }
+      scenario.stale_after_reports = *reports;
+    }
   }
   if (const YAML::Node noise = root["noise"]) {
     Result<double> compute = Read<double>(noise, "compute", "noise.", std::optional(0.0));
@@ -211,10 +222,21 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
     Result<double> jitter = Read<double>(noise, "jitter", "noise.", std::optional(0.0));
     Result<double> contention =
         Read<double>(noise, "contention_seconds", "noise.", std::optional(0.0));
-    for (const auto* result : {&compute, &comm, &probability, &factor, &jitter, &contention}) {
+    Result<double> startup = Read<double>(noise, "startup_seconds", "noise.", std::optional(0.0));
+    for (const auto* result :
+         {&compute, &comm, &probability, &factor, &jitter, &contention, &startup}) {
       if (!result->ok()) return result->error();
     }
-    scenario.noise = {*compute, *comm, *probability, *factor, *jitter, *contention};
+    Result<int> startup_steps = Read<int>(noise, "startup_steps", "noise.", std::optional(0));
+    if (!startup_steps.ok()) return startup_steps.error();
+    scenario.noise = {*compute, *comm,       *probability, *factor,
+                      *jitter,  *contention, *startup,     *startup_steps};
+    if (!(scenario.noise.startup_seconds >= 0.0 && scenario.noise.startup_seconds <= 10.0)) {
+      return InvalidArgument("noise.startup_seconds", "must be a number of seconds in [0, 10]");
+    }
+    if (scenario.noise.startup_steps < 0 || scenario.noise.startup_steps > 10000) {
+      return InvalidArgument("noise.startup_steps", "must be an integer in [0, 10000]");
+    }
     if (Status status =
             RequireNonNegative(scenario.noise.contention_seconds, "noise.contention_seconds");
         !status.ok()) {

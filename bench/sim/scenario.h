@@ -54,6 +54,11 @@ struct Noise {
   // PCIe switch). A slowdown does not scale it: an emulated slowdown multiplies compute, not
   // the wait for a core (issue 25), so a slowed worker's line no longer reaches batch 1.
   double contention_seconds = 0.0;
+  // A wait added to a worker's first steps after it joins, fading linearly to none over
+  // startup_steps: a trainer's start-up (its data pipeline filling its prefetch queue,
+  // allocators growing, trainers starting together on shared cores), which no batch size scales.
+  double startup_seconds = 0.0;
+  int startup_steps = 0;
 };
 
 struct Scenario {
@@ -69,6 +74,7 @@ struct Scenario {
   std::optional<int> slowdown_evidence_to_plan;  // unset: ControllerConfig's default
   std::optional<int> speed_evidence_to_plan;     // unset: ControllerConfig's default
   std::optional<double> support_sigmas;          // unset: FitterConfig's default
+  std::optional<int> stale_after_reports;        // unset: FitterConfig's default
   // Steps between a decision and the step it applies to, as the coordinator's plan lead: a
   // plan decided after step t runs from t + lead, and the workers report the old batches until
   // then. 0: the decision applies to the step it is made for.

@@ -297,6 +297,23 @@ Status Controller::Observe(const StepReport& report) {
                  static_cast<long long>(report.step), micro_batch, worker->compute.speed_factor(),
                  worker->speed_when_planned));
     }
+    if (const ComputeTimeModel::RetiredEvidence retired = worker->compute.TakeRetiredEvidence();
+        retired.line_refitted || !retired.sizes.empty()) {
+      std::vector<std::string> what;
+      if (retired.line_refitted) {
+        const LinearCost line = worker->compute.estimate();
+        what.push_back(Format("line refitted to the sizes measured since (%.4f s + %.5f s/sample)",
+                              line.fixed_seconds, line.seconds_per_sample));
+      }
+      if (!retired.sizes.empty()) {
+        std::vector<std::string> sizes;
+        for (const int size : retired.sizes) sizes.push_back(std::to_string(size));
+        what.push_back("sizes " + Join(sizes) + " no longer count (off the line)");
+      }
+      Note(Format("%s: evidence older than %d reports retired at step %lld: %s",
+                  worker->info.id.c_str(), config_.fitter.stale_after_reports,
+                  static_cast<long long>(report.step), Join(what).c_str()));
+    }
   }
   worker->memory.ObservePeak(micro_batch, report.peak_memory_bytes);
   communication_.Observe(report.step, report.comm_seconds);

@@ -23,7 +23,7 @@ void PerSizeTimes::Observe(int batch, double seconds, int regime) {
   if (batch <= 0 || regime < 0 || !(seconds > 0.0) || !std::isfinite(seconds)) return;
   while (static_cast<int>(speeds_.size()) <= regime) speeds_.push_back(speeds_.back());
   Times& times = by_batch_[batch];
-  if (times.count > 0 && times.regime < regime) times = Times{};
+  if (times.count > 0 && (times.regime < regime || times.stale)) times = Times{};
   times.regime = regime;
   times.seconds[static_cast<std::size_t>(times.count % kKept)] = seconds;
   ++times.count;
@@ -40,6 +40,11 @@ void PerSizeTimes::Observe(int batch, double seconds, int regime) {
   }
 }
 
+void PerSizeTimes::MarkStale(int batch) {
+  const auto it = by_batch_.find(batch);
+  if (it != by_batch_.end()) it->second.stale = true;
+}
+
 void PerSizeTimes::Forget(int batch, int regime) {
   const auto it = by_batch_.find(batch);
   if (it != by_batch_.end() && it->second.regime == regime) by_batch_.erase(it);
@@ -47,15 +52,17 @@ void PerSizeTimes::Forget(int batch, int regime) {
 
 std::optional<SizeRecord> PerSizeTimes::Find(int batch) const {
   const auto it = by_batch_.find(batch);
-  if (it == by_batch_.end()) return std::nullopt;
-  return SizeRecord{batch, SpeedFree(it->second), it->second.count, it->second.regime};
+  if (it == by_batch_.end() || it->second.stale) return std::nullopt;
+  return SizeRecord{batch, SpeedFree(it->second), it->second.count, it->second.regime,
+                    observations_ - it->second.last_seen};
 }
 
 std::vector<SizeRecord> PerSizeTimes::Settled() const {
   std::vector<SizeRecord> settled;
   for (const auto& [batch, times] : by_batch_) {
-    if (times.count >= config_.min_observations) {
-      settled.push_back({batch, SpeedFree(times), times.count, times.regime});
+    if (times.count >= config_.min_observations && !times.stale) {
+      settled.push_back(
+          {batch, SpeedFree(times), times.count, times.regime, observations_ - times.last_seen});
     }
   }
   return settled;
@@ -64,14 +71,14 @@ std::vector<SizeRecord> PerSizeTimes::Settled() const {
 bool PerSizeTimes::SettledIn(int batch, int regime) const {
   const auto it = by_batch_.find(batch);
   return it != by_batch_.end() && it->second.regime == regime &&
-         it->second.count >= config_.min_observations;
+         it->second.count >= config_.min_observations && !it->second.stale;
 }
 
 bool PerSizeTimes::MeasuredNear(int batch, double tolerance, std::optional<int> regime) const {
   const int reach = std::max(1, static_cast<int>(std::lround(tolerance * batch)));
   for (auto it = by_batch_.lower_bound(batch - reach);
        it != by_batch_.end() && it->first <= batch + reach; ++it) {
-    if (!regime || it->second.regime == *regime) return true;
+    if (!it->second.stale && (!regime || it->second.regime == *regime)) return true;
   }
   return false;
 }

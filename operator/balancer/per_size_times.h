@@ -41,6 +41,7 @@ struct SizeRecord {
   double typical = 0.0;  // median of the last few times, ÷ its regime's speed factor
   int count = 0;         // times measured in `regime` (all of them, not only those kept)
   int regime = 0;        // the regime of its latest measurement
+  uint64_t age = 0;      // reports of any size since its latest measurement
 };
 
 class PerSizeTimes {
@@ -54,9 +55,15 @@ class PerSizeTimes {
   // Drops `batch` if it was last measured in `regime`: what it took there no longer says what it
   // takes (a burst of contention that was taken for a change of speed).
   void Forget(int batch, int regime);
+  // `batch` no longer says what it takes (its speed drifted since, with no report there to
+  // contradict it): it counts nowhere until measured again, when it starts over; except for
+  // MinimumUseful, since a batch measured slower than a bigger one stays a poor choice until
+  // measured again.
+  void MarkStale(int batch);
   // The speed factor of `regime` (> 0; 1 until set); a new regime starts with the last one's.
   void SetSpeed(int regime, double speed);
 
+  // Neither counts a stale size (MarkStale).
   std::optional<SizeRecord> Find(int batch) const;
   // Sizes measured at least min_observations times in their regime, ascending.
   std::vector<SizeRecord> Settled() const;
@@ -86,6 +93,7 @@ class PerSizeTimes {
     int count = 0;  // observations in `regime`, of which the last min(count, kKept) are kept
     int regime = 0;
     uint64_t last_seen = 0;
+    bool stale = false;    // MarkStale
     double typical = 0.0;  // as measured, not yet divided by the regime's speed
   };
   double SpeedOf(int regime) const;

@@ -123,13 +123,51 @@ ObservationOutcome ComputeTimeModel::Keep(double batch, double seconds) {
   // Once the line is pinned down, a time far off it is a size the line cannot describe (a
   // knee, small-batch overheads): kept as that size's measurement only, since one such size
   // far from the others would otherwise tilt the line for every size.
-  if (identified_ && line_residual > OutlierResidual()) return kept;
-  // Huber weighting against the line: full weight inside two noise units, then fading as
-  // 1/residual.
-  const double huber = line_residual <= 2.0 * noise_ ? 1.0 : 2.0 * noise_ / line_residual;
-  AddPoint(batch, speed_free, huber);
-  Refit();
+  if (identified_ && line_residual > OutlierResidual()) {
+    ++reports_off_line_;
+  } else {
+    // Huber weighting against the line: full weight inside two noise units, then fading as
+    // 1/residual.
+    const double huber = line_residual <= 2.0 * noise_ ? 1.0 : 2.0 * noise_ / line_residual;
+    AddPoint(batch, speed_free, huber);
+    Refit();
+    reports_off_line_ = 0;
+  }
+  RetireStaleEvidence();
   return kept;
+}
+
+void ComputeTimeModel::RetireStaleEvidence() {
+  const auto stale_after = static_cast<uint64_t>(config_.stale_after_reports);
+  if (stale_after == 0) return;
+  if (reports_off_line_ >= config_.stale_after_reports) {
+    // Every report for that long was far off the line: the data behind it are from another
+    // time. The sizes measured since say what the worker takes now.
+    data_ = WeightedLineFit();
+    effective_observations_ = 0.0;
+    for (const SizeRecord& record : sizes_.Settled()) {
+      if (record.regime != regime_ || record.age >= stale_after) continue;
+      const double weight = std::min(record.count, 5);
+      data_.Add(record.batch, record.typical, weight / (record.typical * record.typical));
+      effective_observations_ += weight;
+    }
+    Refit();
+    reports_off_line_ = 0;
+    retired_.line_refitted = true;
+  }
+  for (const SizeRecord& record : sizes_.Settled()) {
+    if (record.age >= stale_after && ContradictsLine(record, line_)) {
+      sizes_.MarkStale(record.batch);
+      retired_.sizes.push_back(record.batch);
+    }
+  }
+}
+
+bool ComputeTimeModel::ContradictsLine(const SizeRecord& record, const LinearCost& line) const {
+  const double standard_error = kMedianEfficiency * noise_ / std::sqrt(std::min(record.count, 5));
+  const double tolerance =
+      std::max(config_.curve_sigmas * standard_error, config_.min_curve_deviation);
+  return std::abs(record.typical / line.Seconds(record.batch) - 1.0) > tolerance;
 }
 
 double ComputeTimeModel::OutlierResidual() const {
@@ -317,15 +355,12 @@ double ComputeTimeModel::SpeedFromEstimates() const {
 std::vector<CostPoint> ComputeTimeModel::MeasuredCosts(const LinearCost& line) const {
   std::vector<CostPoint> points;
   bool contradicted = false;
+  const LinearCost speed_free_line = line.Scaled(1.0 / speed_);
   for (const SizeRecord& record : sizes_.Settled()) {
-    const double measured = record.typical * speed_;
-    const double on_line = line.Seconds(record.batch);
-    const double standard_error = kMedianEfficiency * noise_ / std::sqrt(std::min(record.count, 5));
-    const double tolerance =
-        std::max(config_.curve_sigmas * standard_error, config_.min_curve_deviation);
-    const bool contradicts = std::abs(measured / on_line - 1.0) > tolerance;
+    const bool contradicts = ContradictsLine(record, speed_free_line);
     contradicted = contradicted || contradicts;
-    points.push_back({record.batch, contradicts ? measured : on_line});
+    points.push_back(
+        {record.batch, contradicts ? record.typical * speed_ : line.Seconds(record.batch)});
   }
   if (!contradicted) return {};
   return points;

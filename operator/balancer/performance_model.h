@@ -88,6 +88,18 @@ struct FitterConfig {
   // within that, the line (all sizes' data together) is the better estimate.
   double curve_sigmas = 4.0;
   double min_curve_deviation = 0.10;
+  // What the worker took long ago is not what it takes now when its speed drifted since, too
+  // gradually for any report to contradict a history: a trainer's start-up (its data pipeline
+  // filling its prefetch queue, allocators growing, the first steps competing for cores) slows
+  // its first steps. In the demo the V100's line fitted to them held a fixed cost of 0.13 s
+  // where it took 0.016 s at batch 1: its later times, far off that line, were kept as knees and
+  // never refitted it, and the sizes run during the start-up bent the planning curve, so it ran
+  // at 9 of its 27 samples for 270 steps (85% efficiency). After this many reports of any size
+  // with no report added to the line, the line is refitted to the sizes measured since; and a
+  // size of this regime not measured in this many reports that contradicts the line no longer
+  // counts (PerSizeTimes::MarkStale). About the line's memory (1 / (1 - forgetting)): a size
+  // revisited within it, or one the line still agrees with, keeps counting.
+  int stale_after_reports = 50;
   PerSizeTimesConfig sizes;
 };
 
@@ -133,6 +145,15 @@ class ComputeTimeModel {
   // worker measurably takes now, no line.
   std::vector<CostPoint> CurrentRegimeCosts() const;
 
+  // What RetireStaleEvidence (FitterConfig::stale_after_reports) retired since the last call:
+  // whether the line was refitted to the sizes measured since, and the sizes that no longer
+  // count. For the log: a plan resting on fewer measurements than before should say why.
+  struct RetiredEvidence {
+    bool line_refitted = false;
+    std::vector<int> sizes;
+  };
+  RetiredEvidence TakeRetiredEvidence() { return std::exchange(retired_, {}); }
+
   // The speed factor s (1 until a speed change is confirmed) and the regime it belongs to
   // (0, then +1 per confirmed change).
   double speed_factor() const { return speed_; }
@@ -177,6 +198,13 @@ class ComputeTimeModel {
   // the reports held with them kept. Returns whether keeping them ended the last change.
   bool EndSuspectRun();
   void AddPoint(double batch, double speed_free_seconds, double weight);
+  // Whether a settled size's typical time is off `line` beyond what its own noise explains
+  // (FitterConfig::curve_sigmas, min_curve_deviation); both speed-free.
+  bool ContradictsLine(const SizeRecord& record, const LinearCost& line) const;
+  // FitterConfig::stale_after_reports: refits the line to the sizes measured since, when no
+  // report reached it for that long; marks the sizes of this regime unmeasured for that long
+  // that contradict it stale.
+  void RetireStaleEvidence();
   // What this regime's history says `size` takes (speed-free): its own typical time when it
   // was measured often enough in this regime (exact), else the nearest such size's within ±10%
   // carried over by the line's shape; nullopt when neither exists.
@@ -222,6 +250,8 @@ class ComputeTimeModel {
   double effective_observations_ = 0.0;
   double noise_;
   int observations_ = 0;
+  int reports_off_line_ = 0;  // kept since the last one added to the line
+  RetiredEvidence retired_;   // TakeRetiredEvidence
   bool identified_ = false;
   // A report in a run of contradictions, with what its size's history expected: a
   // contradiction, or a report held with them (FitterConfig::support_sigmas).

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace fulcrum::sim {
 namespace {
@@ -93,6 +95,44 @@ events: [{step: 5, kind: leave, worker: w1}]
 )");
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.error().field, "events[0].kind");
+}
+
+// The start-up wait and the stale-evidence setting are inputs like any other: out of range, the
+// error names the field.
+TEST(ClusterSimulator, RefusesAStartUpOrStaleEvidenceSettingOutOfRange) {
+  const std::string base = R"(
+name: startup
+global_batch: 64
+steps: 10
+profiles: {G: {product: Tesla-T4, fixed_seconds: 0.01, seconds_per_sample: 0.001, memory_gib: 16, source: test}}
+workers: [{profile: G, count: 2}]
+)";
+  for (const auto& [extra, field] :
+       {std::pair{"noise: {startup_seconds: -0.1}", "noise.startup_seconds"},
+        std::pair{"noise: {startup_seconds: 0.1, startup_steps: -3}", "noise.startup_steps"},
+        std::pair{"balancer: {stale_after_reports: -1}", "balancer.stale_after_reports"}}) {
+    const Result<Scenario> parsed = ParseScenario(base + extra + "\n");
+    ASSERT_FALSE(parsed.ok()) << extra;
+    EXPECT_EQ(parsed.error().field, field);
+  }
+  EXPECT_TRUE(ParseScenario(base + "noise: {startup_seconds: 0.1, startup_steps: 30}\n").ok());
+}
+
+// A start-up wait slows only a worker's first startup_steps steps, so the run's efficiency
+// (against the optimum without it) is lower with it, and the same without it after it ends.
+TEST(ClusterSimulator, AStartUpWaitSlowsOnlyTheFirstSteps) {
+  Scenario scenario = LoadBundled("demo_startup.yaml");
+  const Result<PolicyRun> with = RunScenario(scenario, balancer::PolicyKind::kEqual);
+  scenario.noise.startup_seconds = 0.0;
+  const Result<PolicyRun> without = RunScenario(scenario, balancer::PolicyKind::kEqual);
+  ASSERT_TRUE(with.ok() && without.ok());
+  const auto& slowed = with->efficiency_per_step;
+  const auto& plain = without->efficiency_per_step;
+  EXPECT_LT(slowed[0], 0.8 * plain[0]);
+  const int steps = scenario.noise.startup_steps;
+  EXPECT_NE(slowed[steps - 1], plain[steps - 1]);
+  EXPECT_EQ(std::vector<double>(slowed.begin() + steps, slowed.end()),
+            std::vector<double>(plain.begin() + steps, plain.end()));
 }
 
 }  // namespace

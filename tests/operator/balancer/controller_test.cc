@@ -688,6 +688,53 @@ TEST(Controller, AWorkerPutAtBatchOneByWarmUpTimingsGrowsBackOnceItRunsAtSpeed) 
   }
 }
 
+// A trainer's start-up slows its first steps by a wait no batch size scales (its data pipeline
+// filling its prefetch queue, the three trainers of the demo starting on two cores): the sizes
+// run then, and the line fitted to them, said the V100 had a fixed cost of 0.13 s, and once its
+// later times were far off that line they never refitted it. The demo ran it at 9 of its 27
+// samples for 270 steps. Here the demo's cluster starts with such a wait fading over 30 steps;
+// 100 steps after it ended, the split is near the optimum on most seeds. Before the stale
+// evidence was retired, 35 of these 50 seeds were under 0.9 (0.89 in the median).
+TEST(Controller, WhatATrainersStartUpSlowedIsRemeasuredOnceItEnds) {
+  std::vector<double> ends;
+  int retirements = 0;
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    Controller controller = SeededController(96, seed);
+    testing::ClusterModel cluster(
+        {{.id = "a100",
+          .gpu = "A100-SXM4-40GB",
+          .fixed_seconds = 0.01,
+          .seconds_per_sample = 0.0012,
+          .warmup_seconds = 0.05},
+         {.id = "v100",
+          .gpu = "V100-SXM2-16GB",
+          .fixed_seconds = 0.02,
+          .seconds_per_sample = 0.0024,
+          .warmup_seconds = 0.15},
+         {.id = "t4",
+          .gpu = "Tesla-T4",
+          .fixed_seconds = 0.04,
+          .seconds_per_sample = 0.0048,
+          .warmup_seconds = 0.10}},
+        {.relative = 0.10, .contention_seconds = 0.005, .warmup_steps = 30}, 3, seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    for (int64_t step = 0; step < 130; ++step) {
+      cluster.Step(controller, step);
+      // The log says what was retired, and why plans rest on less than before.
+      for (const std::string& note : controller.TakeNotes()) {
+        retirements += note.find("evidence older than 50 reports retired") != std::string::npos;
+      }
+    }
+    ends.push_back(cluster.TrueEfficiency());
+  }
+  EXPECT_GE(retirements, 50);
+  // Over these seeds 0.81 at worst, 0.96 in the median, 10 under 0.9: where the start-up put a
+  // worker at one size only, nothing measured since says what the others take.
+  EXPECT_LE(std::count_if(ends.begin(), ends.end(), [](double end) { return end < 0.9; }), 12);
+  std::nth_element(ends.begin(), ends.begin() + ends.size() / 2, ends.end());
+  EXPECT_GE(ends[ends.size() / 2], 0.94);
+}
+
 // A slowdown right after a plan moved the other workers (who then dwell) is answered at once:
 // the dwell does not hold the workers that must take the slowed one's samples. (In the demo,
 // holding them made the answer to a 6x slowdown wait 67 steps.)

@@ -434,6 +434,53 @@ TEST(ComputeTimeModel, SlowerThanTwiceABiggerBatchIsAChangeOfSpeedNotTheDevicesS
   EXPECT_GT(model.speed_factor(), 3.0);
 }
 
+// A trainer's start-up (a wait no batch size scales) fitted the line with a big fixed cost; its
+// later times, at other sizes, were all far off it and kept as those sizes' own, so the line
+// never moved and the start-up's sizes bent the planning curve for good (the demo's V100 ran at 9
+// of its 27 samples for 270 steps). Once no report has reached the line for stale_after_reports,
+// it is refitted to the sizes measured since, and the start-up's sizes no longer count.
+TEST(ComputeTimeModel, ALineFittedToStartUpTimesIsRefittedToTheSizesMeasuredSince) {
+  const LinearCost start_up{0.13, 0.0016};
+  const LinearCost truth{0.012, 0.0044};
+  ComputeTimeModel model(kCatalogPrior);
+  for (int i = 0; i < 24; ++i) {
+    const int batch = i % 2 == 0 ? 20 : 36;
+    ASSERT_TRUE(model.Observe(batch, start_up.Seconds(batch) * (i % 3 == 0 ? 1.01 : 0.99)).ok());
+  }
+  ASSERT_TRUE(model.identified());
+  const int stale_after = FitterConfig{}.stale_after_reports;
+  for (int i = 0; i < stale_after + 10; ++i) {
+    const int batch = i % 2 == 0 ? 1 : 9;
+    ASSERT_TRUE(model.Observe(batch, truth.Seconds(batch) * (i % 3 == 0 ? 1.01 : 0.99)).ok());
+    if (i == stale_after / 2) {
+      // Not yet: a size the worker left a few reports ago still says what it takes.
+      EXPECT_TRUE(model.sizes().Find(20).has_value());
+      EXPECT_GT(model.estimate().fixed_seconds, 0.1);
+    }
+  }
+  EXPECT_LT(RelativeError(model.Seconds(18), truth.Seconds(18)), 0.1) << model.Seconds(18);
+  EXPECT_FALSE(model.sizes().Find(20).has_value());
+  EXPECT_FALSE(model.sizes().Find(36).has_value());
+  EXPECT_TRUE(model.sizes().Find(9).has_value());
+}
+
+// Sizes the line still agrees with count however long ago they were measured: a worker that
+// returns to them (the others, once a slowed worker recovers) moves onto measured sizes in one
+// plan.
+TEST(ComputeTimeModel, SizesMeasuredLongAgoThatTheLineAgreesWithStillCount) {
+  const LinearCost truth{0.034, 0.000701};
+  ComputeTimeModel model(kCatalogPrior);
+  for (int i = 0; i < 24; ++i) {
+    const int batch = i % 2 == 0 ? 16 : 64;
+    ASSERT_TRUE(model.Observe(batch, truth.Seconds(batch) * (i % 3 == 0 ? 1.01 : 0.99)).ok());
+  }
+  for (int i = 0; i < 4 * FitterConfig{}.stale_after_reports; ++i) {
+    ASSERT_TRUE(model.Observe(32, truth.Seconds(32) * (i % 3 == 0 ? 1.01 : 0.99)).ok());
+  }
+  EXPECT_TRUE(model.sizes().Find(16).has_value());
+  EXPECT_TRUE(model.sizes().Find(64).has_value());
+}
+
 TEST(ComputeTimeModel, RejectsNonFiniteOrNonPositiveReports) {
   ComputeTimeModel model(kCatalogPrior);
   EXPECT_EQ(model.Observe(0, 1.0).error().field, "batch");
