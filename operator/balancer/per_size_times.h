@@ -41,7 +41,7 @@ struct SizeRecord {
   double typical = 0.0;  // median of the last few times, ÷ its regime's speed factor
   int count = 0;         // times measured in `regime` (all of them, not only those kept)
   int regime = 0;        // the regime of its latest measurement
-  uint64_t age = 0;      // reports of any size since its latest measurement
+  uint64_t age = 0;      // measurements of any size since its latest one
 };
 
 class PerSizeTimes {

@@ -96,9 +96,9 @@ struct FitterConfig {
   // never refitted it, and the sizes run during the start-up bent the planning curve, so it ran
   // at 9 of its 27 samples for 270 steps (85% efficiency). After this many reports of any size
   // with no report added to the line, the line is refitted to the sizes measured since; and a
-  // size of this regime not measured in this many reports that contradicts the line no longer
-  // counts (PerSizeTimes::MarkStale). About the line's memory (1 / (1 - forgetting)): a size
-  // revisited within it, or one the line still agrees with, keeps counting.
+  // size not measured in this many reports that contradicts the line no longer counts
+  // (PerSizeTimes::MarkStale). About the line's memory (1 / (1 - forgetting)): a size
+  // revisited within it, or one the line still agrees with, keeps counting. 0: never.
   int stale_after_reports = 50;
   PerSizeTimesConfig sizes;
 };
@@ -202,8 +202,8 @@ class ComputeTimeModel {
   // (FitterConfig::curve_sigmas, min_curve_deviation); both speed-free.
   bool ContradictsLine(const SizeRecord& record, const LinearCost& line) const;
   // FitterConfig::stale_after_reports: refits the line to the sizes measured since, when no
-  // report reached it for that long; marks the sizes of this regime unmeasured for that long
-  // that contradict it stale.
+  // report reached it for that long; marks the sizes unmeasured for that long that contradict
+  // it stale.
   void RetireStaleEvidence();
   // What this regime's history says `size` takes (speed-free): its own typical time when it
   // was measured often enough in this regime (exact), else the nearest such size's within ±10%
