@@ -27,9 +27,9 @@ struct ModelWorker {
   int knee = 1;                     // c(b) = a + k·max(b, knee): no faster below the knee
   double slowdown = 1.0;            // emulated: multiplies compute, not contention
   // A start-up wait added to the first steps, fading linearly to none over
-  // ClusterNoise::warmup_steps: a trainer's data pipeline filling its prefetch queue and its
+  // ClusterNoise::startup_steps: a trainer's data pipeline filling its prefetch queue and its
   // allocator growing compete for the cores with the compute, a cost no batch size scales.
-  double warmup_seconds = 0.0;
+  double startup_seconds = 0.0;
 
   // The true compute time of one step at `batch`, without noise or contention.
   double Seconds(int batch) const {
@@ -42,7 +42,7 @@ struct ClusterNoise {
   double relative = 0.03;           // normal, relative to the compute time
   double contention_seconds = 0.0;  // mean of an exponential wait added to every step
   double tail_seconds = 0.01;       // all-reduce after the last worker's compute
-  int warmup_steps = 0;             // steps over which ModelWorker::warmup_seconds fades
+  int startup_steps = 0;            // steps over which ModelWorker::startup_seconds fades
 };
 
 class ClusterModel {
@@ -80,12 +80,12 @@ class ClusterModel {
     std::vector<double> compute(workers_.size());
     for (std::size_t i = 0; i < workers_.size(); ++i) {
       const double wait = noise_.contention_seconds > 0.0 ? contention(random_) : 0.0;
-      const double warming =
-          step < noise_.warmup_steps
-              ? workers_[i].warmup_seconds * (1.0 - static_cast<double>(step) / noise_.warmup_steps)
-              : 0.0;
+      const double starting = step < noise_.startup_steps
+                                  ? workers_[i].startup_seconds *
+                                        (1.0 - static_cast<double>(step) / noise_.startup_steps)
+                                  : 0.0;
       compute[i] = workers_[i].Seconds(running_[i]) * std::max(0.5, 1.0 + relative(random_)) +
-                   wait + warming;
+                   wait + starting;
     }
     const double slowest = *std::max_element(compute.begin(), compute.end());
     for (std::size_t i = 0; i < workers_.size(); ++i) {

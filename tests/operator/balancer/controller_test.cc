@@ -705,18 +705,18 @@ TEST(Controller, WhatATrainersStartUpSlowedIsRemeasuredOnceItEnds) {
           .gpu = "A100-SXM4-40GB",
           .fixed_seconds = 0.01,
           .seconds_per_sample = 0.0012,
-          .warmup_seconds = 0.05},
+          .startup_seconds = 0.05},
          {.id = "v100",
           .gpu = "V100-SXM2-16GB",
           .fixed_seconds = 0.02,
           .seconds_per_sample = 0.0024,
-          .warmup_seconds = 0.15},
+          .startup_seconds = 0.15},
          {.id = "t4",
           .gpu = "Tesla-T4",
           .fixed_seconds = 0.04,
           .seconds_per_sample = 0.0048,
-          .warmup_seconds = 0.10}},
-        {.relative = 0.10, .contention_seconds = 0.005, .warmup_steps = 30}, 3, seed);
+          .startup_seconds = 0.10}},
+        {.relative = 0.10, .contention_seconds = 0.005, .startup_steps = 30}, 3, seed);
     ASSERT_TRUE(cluster.Join(controller).ok());
     for (int64_t step = 0; step < 130; ++step) {
       cluster.Step(controller, step);
