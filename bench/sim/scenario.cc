@@ -188,29 +188,30 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
       *setting.field = *sigmas;
     }
     // Reports that size a confirmed change before its plan, after a slowdown and a speed-up
-    // (ControllerConfig): three confirm one, so fewer cannot be asked for.
-    for (auto [key, field] :
-         {std::pair{"slowdown_evidence_to_plan", &scenario.slowdown_evidence_to_plan},
-          std::pair{"speed_evidence_to_plan", &scenario.speed_evidence_to_plan}}) {
-      if (!balancer[key]) continue;
-      Result<int> evidence = Read<int>(balancer, key, "balancer.");
-      if (!evidence.ok()) return evidence.error();
-      if (*evidence < 3 || *evidence > 15) {
-        return InvalidArgument(std::string("balancer.") + key,
-                               "must be an integer in [3, 15], e.g. 4");
+    // (ControllerConfig): three confirm one, so fewer cannot be asked for. And the reports after
+    // which evidence the line no longer agrees with is retired (FitterConfig::
+    // stale_after_reports; 0: never).
+    struct IntSetting {
+      const char* key;
+      std::optional<int>* field;
+      int least;
+      int most;
+      const char* range;
+    };
+    for (const IntSetting& setting :
+         {IntSetting{"slowdown_evidence_to_plan", &scenario.slowdown_evidence_to_plan, 3, 15,
+                     "must be an integer in [3, 15], e.g. 4"},
+          IntSetting{"speed_evidence_to_plan", &scenario.speed_evidence_to_plan, 3, 15,
+                     "must be an integer in [3, 15], e.g. 4"},
+          IntSetting{"stale_after_reports", &scenario.stale_after_reports, 0, 10000,
+                     "must be an integer in [0, 10000], e.g. 50 (0: never)"}}) {
+      if (!balancer[setting.key]) continue;
+      Result<int> value = Read<int>(balancer, setting.key, "balancer.");
+      if (!value.ok()) return value.error();
+      if (*value < setting.least || *value > setting.most) {
+        return InvalidArgument(std::string("balancer.") + setting.key, setting.range);
       }
-      *field = *evidence;
-    }
-    // Reports after which evidence the line no longer agrees with is retired
-    // (FitterConfig::stale_after_reports; 0: never).
-    if (balancer["stale_after_reports"]) {
-      Result<int> reports = Read<int>(balancer, "stale_after_reports", "balancer.");
-      if (!reports.ok()) return reports.error();
-      if (*reports < 0 || *reports > 10000) {
-        return InvalidArgument("balancer.stale_after_reports",
-                               "must be an integer in [0, 10000], e.g. 50 (0: never)");
-      }
-      scenario.stale_after_reports = *reports;
+      *setting.field = *value;
     }
   }
   if (const YAML::Node noise = root["noise"]) {

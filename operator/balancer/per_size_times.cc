@@ -50,19 +50,21 @@ void PerSizeTimes::Forget(int batch, int regime) {
   if (it != by_batch_.end() && it->second.regime == regime) by_batch_.erase(it);
 }
 
+SizeRecord PerSizeTimes::RecordOf(int batch, const Times& times) const {
+  return {batch, SpeedFree(times), times.count, times.regime, observations_ - times.last_seen};
+}
+
 std::optional<SizeRecord> PerSizeTimes::Find(int batch) const {
   const auto it = by_batch_.find(batch);
   if (it == by_batch_.end() || it->second.stale) return std::nullopt;
-  return SizeRecord{batch, SpeedFree(it->second), it->second.count, it->second.regime,
-                    observations_ - it->second.last_seen};
+  return RecordOf(batch, it->second);
 }
 
 std::vector<SizeRecord> PerSizeTimes::Settled() const {
   std::vector<SizeRecord> settled;
   for (const auto& [batch, times] : by_batch_) {
     if (times.count >= config_.min_observations && !times.stale) {
-      settled.push_back(
-          {batch, SpeedFree(times), times.count, times.regime, observations_ - times.last_seen});
+      settled.push_back(RecordOf(batch, times));
     }
   }
   return settled;

@@ -84,10 +84,11 @@ class PerSizeTimes {
   void CompareOnlyFromNow() { compared_after_ = observations_; }
   const PerSizeTimesConfig& config() const { return config_; }
 
- private:
   // The last kKept times of one size; their median is its typical time, which one pause (a
   // GC, a noisy neighbour) cannot move.
   static constexpr int kKept = 5;
+
+ private:
   struct Times {
     std::array<double, kKept> seconds{};
     int count = 0;  // observations in `regime`, of which the last min(count, kKept) are kept
@@ -98,6 +99,7 @@ class PerSizeTimes {
   };
   double SpeedOf(int regime) const;
   double SpeedFree(const Times& times) const { return times.typical / SpeedOf(times.regime); }
+  SizeRecord RecordOf(int batch, const Times& times) const;
 
   PerSizeTimesConfig config_;
   std::map<int, Times> by_batch_;

@@ -11,6 +11,8 @@ namespace {
 
 // Standard error of a median of n normal draws ≈ 1.25 σ / √n.
 constexpr double kMedianEfficiency = 1.25;
+// A size's typical time is the median of its last few reports.
+constexpr int kReportsPerTypicalTime = PerSizeTimes::kKept;
 
 int SizeOf(double batch) {
   return std::max(1, static_cast<int>(std::lround(batch)));
@@ -147,7 +149,7 @@ void ComputeTimeModel::RetireStaleEvidence() {
     effective_observations_ = 0.0;
     for (const SizeRecord& record : sizes_.Settled()) {
       if (record.regime != regime_ || record.age >= stale_after) continue;
-      const double weight = std::min(record.count, 5);
+      const double weight = std::min(record.count, kReportsPerTypicalTime);
       data_.Add(record.batch, record.typical, weight / (record.typical * record.typical));
       effective_observations_ += weight;
     }
@@ -164,7 +166,8 @@ void ComputeTimeModel::RetireStaleEvidence() {
 }
 
 bool ComputeTimeModel::ContradictsLine(const SizeRecord& record, const LinearCost& line) const {
-  const double standard_error = kMedianEfficiency * noise_ / std::sqrt(std::min(record.count, 5));
+  const double standard_error =
+      kMedianEfficiency * noise_ / std::sqrt(std::min(record.count, kReportsPerTypicalTime));
   const double tolerance =
       std::max(config_.curve_sigmas * standard_error, config_.min_curve_deviation);
   return std::abs(record.typical / line.Seconds(record.batch) - 1.0) > tolerance;
@@ -367,8 +370,8 @@ std::vector<CostPoint> ComputeTimeModel::MeasuredCosts(const LinearCost& line) c
 }
 
 double ComputeTimeModel::TypicalRatioError() const {
-  constexpr double kReportsPerTypicalTime = 5.0;
-  return std::sqrt(2.0) * kMedianEfficiency * noise_ / std::sqrt(kReportsPerTypicalTime);
+  return std::sqrt(2.0) * kMedianEfficiency * noise_ /
+         std::sqrt(static_cast<double>(kReportsPerTypicalTime));
 }
 
 int ComputeTimeModel::MinimumUsefulBatch() const {
