@@ -224,7 +224,29 @@ class Simulation {
       compute[i] = jitter[i] * workers_[i].slowdown *
                    (accumulation * p.fixed_seconds + p.seconds_per_sample * batches[i]);
     }
+    ShareDevice(compute);
     return compute;
+  }
+
+  // Noise::shared_device: each worker is slowed by the time the others compute alongside it,
+  // which depends on their slowed times in turn; a few fixed-point rounds settle it (each
+  // worker's factor stays within [1, 1 + shared_device·(n − 1)]).
+  void ShareDevice(std::vector<double>& compute) const {
+    const double coupling = scenario_.noise.shared_device;
+    if (coupling <= 0.0) return;
+    const std::vector<double> alone = compute;
+    for (int round = 0; round < 8; ++round) {
+      std::vector<double> next = alone;
+      for (std::size_t i = 0; i < compute.size(); ++i) {
+        if (alone[i] <= 0.0) continue;
+        double overlap = 0.0;
+        for (std::size_t j = 0; j < compute.size(); ++j) {
+          if (j != i) overlap += std::min(compute[j], compute[i]);
+        }
+        next[i] = alone[i] + coupling * overlap * alone[i] / compute[i];
+      }
+      compute = std::move(next);
+    }
   }
 
   // What the trainers report: noisy compute, comm = wait for the straggler + noisy tail.
@@ -264,6 +286,11 @@ class Simulation {
     balancer::PlanRequest truth;
     truth.global_batch = scenario_.global_batch;
     truth.tail_seconds = scenario_.tail_seconds + ExpectedContentionSeconds();
+    // On a shared device a split whose workers all finish together slows each of them by the
+    // same 1 + shared_device·(n − 1) (ShareDevice), so the optimum is the separate devices'
+    // optimum at those costs.
+    const double shared =
+        1.0 + scenario_.noise.shared_device * (static_cast<double>(workers_.size()) - 1.0);
     for (const SimulatedWorker& worker : workers_) {
       const GpuProfile& p = *worker.profile;
       int cap = scenario_.global_batch;
@@ -272,8 +299,8 @@ class Simulation {
             (kMemoryHeadroom * p.memory_gib - p.memory_base_gib) / p.memory_per_sample_gib;
         cap = static_cast<int>(std::clamp(std::floor(fits), 1.0, double(cap)));
       }
-      truth.workers.push_back({worker.id, p.fixed_seconds * worker.slowdown,
-                               p.seconds_per_sample * worker.slowdown, 1, cap, 0});
+      truth.workers.push_back({worker.id, p.fixed_seconds * worker.slowdown * shared,
+                               p.seconds_per_sample * worker.slowdown * shared, 1, cap, 0});
     }
     Result<balancer::Plan> best = balancer::MakePlan(truth, balancer::OptimalPolicy());
     if (!best.ok()) return best.error();

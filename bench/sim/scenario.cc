@@ -224,14 +224,18 @@ Result<Scenario> FromYaml(const YAML::Node& root) {
     Result<double> contention =
         Read<double>(noise, "contention_seconds", "noise.", std::optional(0.0));
     Result<double> startup = Read<double>(noise, "startup_seconds", "noise.", std::optional(0.0));
+    Result<double> shared = Read<double>(noise, "shared_device", "noise.", std::optional(0.0));
     for (const auto* result :
-         {&compute, &comm, &probability, &factor, &jitter, &contention, &startup}) {
+         {&compute, &comm, &probability, &factor, &jitter, &contention, &startup, &shared}) {
       if (!result->ok()) return result->error();
     }
     Result<int> startup_steps = Read<int>(noise, "startup_steps", "noise.", std::optional(0));
     if (!startup_steps.ok()) return startup_steps.error();
-    scenario.noise = {*compute, *comm,       *probability, *factor,
-                      *jitter,  *contention, *startup,     *startup_steps};
+    scenario.noise = {*compute,    *comm,    *probability,   *factor, *jitter,
+                      *contention, *startup, *startup_steps, *shared};
+    if (!(scenario.noise.shared_device >= 0.0 && scenario.noise.shared_device <= 1.0)) {
+      return InvalidArgument("noise.shared_device", "must be a number in [0, 1], e.g. 0.15");
+    }
     if (!(scenario.noise.startup_seconds >= 0.0 && scenario.noise.startup_seconds <= 10.0)) {
       return InvalidArgument("noise.startup_seconds", "must be a number of seconds in [0, 10]");
     }

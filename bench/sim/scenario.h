@@ -59,6 +59,13 @@ struct Noise {
   // allocators growing, trainers starting together on shared cores), which no batch size scales.
   double startup_seconds = 0.0;
   int startup_steps = 0;
+  // Workers that share one device (trainers on one GPU under MPS, each with its own share of the
+  // multiprocessors, or on shared cores) slow each other down while they compute at the same
+  // time: they share its memory bandwidth and caches. A worker's compute is multiplied by
+  // 1 + shared_device · Σ_j overlap_j / own, overlap_j the time worker j computes alongside it
+  // (all start together after the all-reduce). So its cost depends on the others' batches,
+  // which no per-worker cost c_i(b) describes. 0: separate devices.
+  double shared_device = 0.0;
 };
 
 struct Scenario {
