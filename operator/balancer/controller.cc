@@ -458,6 +458,17 @@ bool Controller::MoveConfirmed(const Worker& worker) const {
   return model.sizes().SettledIn(*worker.continuation, model.regime());
 }
 
+bool Controller::HeldAfterShedding(const Worker& worker, int64_t step) const {
+  // On shared cores a trainer that slows down (an emulated slowdown sleeps) frees a core: another
+  // trainer speeds up until the answer cuts the slowed one's batch, and that speed-up and its end
+  // are confirmed changes too. Answering the end once gave the slowed trainer a sample back
+  // (trainer_bench, 2026-11-29: 61 -> 43 -> 39 -> 40). Only its own speed-up can.
+  const bool sped_up = worker.compute.speed_factor() < worker.speed_when_moved &&
+                       SpeedMovedBeyondNoise(worker, worker.speed_when_moved);
+  return worker.shed_for_own_slowdown && worker.moved_at_step &&
+         step - *worker.moved_at_step < config_.interval_steps && !sped_up;
+}
+
 bool Controller::FinishesMove(const Worker& worker) const {
   return MoveConfirmed(worker) && !SpeedChangedSincePlan() &&
          !SpeedMovedBeyondNoise(worker, worker.speed_when_moved);
@@ -550,6 +561,10 @@ std::optional<Plan> Controller::DampedPlan(const PlanRequest& request, int64_t s
       } else {
         spec.min_batch = current;
       }
+    } else if (HeldAfterShedding(worker, step) && steps == 1 && spec.max_batch > current) {
+      spec.max_batch = current;
+      held.push_back(worker.info.id + " shed samples for its own slowdown at step " +
+                     std::to_string(*worker.moved_at_step) + ", takes none back");
     }
   }
   Result<Plan> candidate = MakePlan(bounded, *policy_);
@@ -678,6 +693,7 @@ void Controller::RecordMoves(const Plan& previous, const Plan& adopted, int64_t 
     }
     worker.moved_at_step = step;
     worker.speed_when_moved = worker.compute.speed_factor();
+    if (after->batch > before->batch) worker.shed_for_own_slowdown = false;
   }
 }
 
@@ -760,6 +776,7 @@ Result<StepDecision> Controller::Decide(int64_t step) {
     const std::optional<Plan> previous = plan_;
     Adopt(std::move(*plan), std::move(*reason));
     answered_speed_change_ = false;  // new members, memory or targets: a new start
+    for (Worker& worker : workers_) worker.shed_for_own_slowdown = false;
     if (previous) RecordMoves(*previous, *plan_, step);
     last_evaluation_step_ = step;
     decision.plan_changed = true;
@@ -774,10 +791,12 @@ Result<StepDecision> Controller::Decide(int64_t step) {
     // The workers a plan now would move in answer to their own change of speed: its first leg,
     // or the leg that finishes it.
     std::vector<bool> answering;
+    std::vector<bool> slowed;  // answering its own slowdown
     for (const Worker& worker : workers_) {
-      answering.push_back(
-          (speed_changed && SpeedMovedBeyondNoise(worker, worker.speed_when_planned)) ||
-          (finishing_move && FinishesMove(worker)));
+      const bool changed =
+          speed_changed && SpeedMovedBeyondNoise(worker, worker.speed_when_planned);
+      answering.push_back(changed || (finishing_move && FinishesMove(worker)));
+      slowed.push_back(changed && worker.compute.speed_factor() > worker.speed_when_planned);
     }
     std::string damping;
     std::vector<bool> unmeasured_moves;
@@ -855,6 +874,9 @@ Result<StepDecision> Controller::Decide(int64_t step) {
         const int left = previous.workers[i].micro_batch;
         if (answering[i] && plan_->workers[i].micro_batch != left) {
           workers_[i].landing_from = left;
+        }
+        if (slowed[i] && plan_->workers[i].micro_batch < left) {
+          workers_[i].shed_for_own_slowdown = true;
         }
       }
       answered_speed_change_ = answered_speed_change_ || speed_changed;

@@ -178,6 +178,10 @@ class Controller {
     // A plan answering its own change of speed moved it off this micro-batch and it has not
     // yet run the new one: at the landing its size comparisons start over (Observe).
     std::optional<int> landing_from;
+    // It shed samples in answer to its own slowdown, and has not taken any back since: for
+    // interval_steps after its latest move, another worker's change does not give it samples
+    // back (DampedPlan).
+    bool shed_for_own_slowdown = false;
   };
   bool SpeedChangeReady() const;
   // The worker's move into unmeasured sizes landed where it has now been measured:
@@ -187,6 +191,9 @@ class Controller {
   // The evaluation now finishes the worker's confirmed move: no speed change beyond noise came
   // since (one frees it, as it lifts the dwell). It goes on only in its direction, and once.
   bool FinishesMove(const Worker& worker) const;
+  // The worker shed samples for its own slowdown within interval_steps of `step` and its speed
+  // has not come back beyond noise since: no plan answering another worker gives it samples back.
+  bool HeldAfterShedding(const Worker& worker, int64_t step) const;
   // A candidate for a speed re-plan under the damping and dwell (class comment);
   // `damping` says what held workers back. nullopt when no bounded plan exists.
   // `unmeasured_moves`: per worker, whether it was planned at its current time per sample.

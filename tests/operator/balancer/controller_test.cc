@@ -625,6 +625,42 @@ TEST(Controller, UnderTenPercentTimingNoiseASixfoldSlowdownGetsAtMostTwoPlansAnd
   EXPECT_LE(third_plans, 2);
 }
 
+// On shared cores a trainer that slows down (an emulated slowdown sleeps) frees a core, and
+// another trainer speeds up until the answer cuts the slowed one's batch and its sleep; that
+// speed-up is confirmed, answered, and ends. trainer_bench saw exactly this (2026-11-29): a 2x
+// slowdown of trainer-0 answered 61 -> 43, trainer-1's speed-up (x0.83) confirmed the next step
+// and answered (43 -> 39), its end answered too, and that plan gave trainer-0 a sample back
+// (39 -> 40). A worker answered for its own slowdown does not take samples back on another
+// worker's change while it dwells: only its own speed-up, or a later plan, can raise it.
+TEST(Controller, AnotherWorkersBriefSpeedUpRightAfterASlowdownNeverRaisesTheSlowedBatch) {
+  int rising_seeds = 0;
+  for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Controller controller = SeededController(96, seed);
+    testing::ClusterModel cluster = DemoClusterUnderItsNoise(seed);
+    ASSERT_TRUE(cluster.Join(controller).ok());
+    for (int64_t step = 0; step < 160; ++step) cluster.Step(controller, step);
+    cluster.worker(0).slowdown = 2.0;
+    std::vector<std::string> reasons;
+    int rises = 0;
+    int planned_before = controller.plan().workers[0].batch;
+    for (int64_t step = 160; step < 190; ++step) {
+      // The core trainer 0 frees while it sleeps speeds trainer 1 up, until its answer lands.
+      if (step == 161) cluster.worker(1).slowdown = 0.83;
+      if (step == 169) cluster.worker(1).slowdown = 1.0;
+      if (!cluster.Step(controller, step)) continue;
+      reasons.push_back(std::to_string(step) + ": " + controller.plan().reason);
+      const int planned = controller.plan().workers[0].batch;
+      rises += planned > planned_before;
+      planned_before = planned;
+    }
+    EXPECT_GE(reasons.size(), 1u);
+    rising_seeds += rises > 0;
+    EXPECT_EQ(rises, 0) << Joined(reasons);
+  }
+  EXPECT_EQ(rising_seeds, 0);
+}
+
 // A burst of contention long enough to be confirmed as a speed change and answered (the
 // fastest worker 2x slower for 5 steps, under 10% noise) is undone once it ends: the landing of
 // the answer measures the worker's speed again, and the split goes back. Before, the speed the
