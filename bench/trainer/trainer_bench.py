@@ -24,8 +24,10 @@ measured curve), no pathological batch, overhead < 1%, reaction <= 20 steps; and
 the coordinator's own eta (T(best) / T(current) under its model, at most 1 by construction,
 with the model's calibration T(current) / T(measured) beside it; eta_coordinator_over_run, the
 median of its readings over each run's last 70%, and eta_coordinator at the last step) >= the
-same target, at most 2 plans after the mid-run slowdown and the slowed trainer's batch never rising
-again (reaction: plans_after_change, changed_batch_rises and the plans' reasons).
+same target, at most 2 plans answering the mid-run slowdown and the slowed trainer's batch never
+rising again (reaction: plans_after_change, changed_batch_rises and the plans' reasons, over the 30
+steps after the change, the issue's window; the plans after it are listed with the speed changes
+the coordinator confirmed meanwhile, in plans_later and speed_changes_confirmed_later).
 
 With --overlap-comparison it instead runs the optimal policy with the gradient all-reduce
 overlapped with backward (--overlap true) and after it (--overlap false), interleaved per
@@ -348,8 +350,9 @@ def main():
         report["reaction"]["workdir"] = reaction["workdir"]
         steps_taken = report["reaction"].get("plan_reaction_steps")
         goals["reaction_within_20_steps"] = goal(20, steps_taken, steps_taken is not None and steps_taken <= 20)
-        # Issue 25: one clean answer to the change (at most 2 plans), the slowed batch never
-        # rising again.
+        # Issue 25: one clean answer to the change (at most 2 plans in the 30 steps after it),
+        # the slowed batch never rising again. Plans after that answer later changes (on shared
+        # cores, bursts of contention), which the report lists beside them.
         plans = report["reaction"].get("plans_after_change")
         goals["at_most_2_plans_after_the_slowdown"] = goal(2, plans, plans is not None and plans <= 2)
         rises = report["reaction"].get("changed_batch_rises")
