@@ -26,8 +26,10 @@ with the model's calibration T(current) / T(measured) beside it; eta_coordinator
 median of its readings over each run's last 70%, and eta_coordinator at the last step) >= the
 same target, at most 2 plans answering the mid-run slowdown and the slowed trainer's batch never
 rising again (reaction: plans_after_change, changed_batch_rises and the plans' reasons, over the 30
-steps after the change, the issue's window; the plans after it are listed with the speed changes
-the coordinator confirmed meanwhile, in plans_later and speed_changes_confirmed_later).
+steps after the change, the issue's window; plans there that the coordinator says answer only
+other trainers' changes are counted apart, plans_answering_other_changes, and every rise counts;
+the plans after the window are listed with the speed changes the coordinator confirmed
+meanwhile, in plans_later and speed_changes_confirmed_later).
 
 With --overlap-comparison it instead runs the optimal policy with the gradient all-reduce
 overlapped with backward (--overlap true) and after it (--overlap false), interleaved per

@@ -792,12 +792,23 @@ Result<StepDecision> Controller::Decide(int64_t step) {
     // or the leg that finishes it.
     std::vector<bool> answering;
     std::vector<bool> slowed;  // answering its own slowdown
+    // "; answers v100's speed x1.00 -> x0.84, a100's move": whose change a plan answers, so a
+    // reader (and trainer_bench) can tell the answer to one change from that to another.
+    std::vector<std::string> answered;
     for (const Worker& worker : workers_) {
       const bool changed =
           speed_changed && SpeedMovedBeyondNoise(worker, worker.speed_when_planned);
-      answering.push_back(changed || (finishing_move && FinishesMove(worker)));
+      const bool finishes = finishing_move && FinishesMove(worker);
+      answering.push_back(changed || finishes);
       slowed.push_back(changed && worker.compute.speed_factor() > worker.speed_when_planned);
+      if (changed) {
+        answered.push_back(Format("%s's speed x%.2f -> x%.2f", worker.info.id.c_str(),
+                                  worker.speed_when_planned, worker.compute.speed_factor()));
+      } else if (finishes) {
+        answered.push_back(worker.info.id + "'s move");
+      }
     }
+    const std::string answers = answered.empty() ? "" : "; answers " + Join(answered);
     std::string damping;
     std::vector<bool> unmeasured_moves;
     std::optional<Plan> candidate = DampedPlan(request, step, damping, unmeasured_moves);
@@ -866,7 +877,7 @@ Result<StepDecision> Controller::Decide(int64_t step) {
       Note(std::move(declined));
     }
     if (reason[0] != '\0') {
-      std::string explained = reason + explain_moves(*candidate);
+      std::string explained = reason + answers + explain_moves(*candidate);
       candidate->predicted_gain = gain;
       const Plan previous = *plan_;
       Adopt(std::move(*candidate), std::move(explained));
