@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent  # python/fulcrum
@@ -81,11 +82,18 @@ def generate(proto_dir: Path | None = None, out_root: Path | None = None,
             "build from a checkout of the repository (python/ beside proto/) or set "
             "FULCRUM_PROTO_DIR to the directory that holds fulcrum/v1/coordinator.proto")
     out_root.mkdir(parents=True, exist_ok=True)
-    command = _protoc_command() + [f"--proto_path={proto_dir}", f"--python_out={out_root}",
-                                   *PROTO_FILES]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    if result.returncode != 0:
-        raise RuntimeError(f"protoc failed ({' '.join(command)}):\n{result.stderr}")
+    # protoc writes into a private folder and each output is renamed into place, so a process
+    # importing the messages while another generates them (two test runs side by side) reads
+    # the old file or the new one, never half of one.
+    with tempfile.TemporaryDirectory(dir=out_root, prefix=".stubs-") as scratch:
+        command = _protoc_command() + [f"--proto_path={proto_dir}", f"--python_out={scratch}",
+                                       *PROTO_FILES]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if result.returncode != 0:
+            raise RuntimeError(f"protoc failed ({' '.join(command)}):\n{result.stderr}")
+        for generated, output in zip(_outputs(Path(scratch)), outputs):
+            output.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(generated, output)
     return outputs
 
 
