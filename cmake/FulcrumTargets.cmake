@@ -25,15 +25,13 @@ function(fulcrum_executable name)
 endfunction()
 
 # fulcrum_test(NAME LABEL unit|integration|e2e SOURCES ... [DEPS ...] [TIMEOUT s] [CLUSTER]
-#              [SHARDS n] [COST seconds] [ENVIRONMENT ...])
+#              [COST seconds] [ENVIRONMENT ...])
 # Each test binary is one ctest entry; GoogleTest prints per-case results in the log.
 # CLUSTER: the binary gets a real control plane (tests/cluster/up) for all its tests.
-# SHARDS n: n ctest entries NAME_shard_I_of_N instead, each running every n-th case (GoogleTest's
-#   sharding) with a control plane of its own, so a long suite runs side by side with itself.
 # COST: about how long the test runs alone; ctest starts the costliest first (scripts/test keeps
 #   ctest's own measurements too; COST orders the first run on a machine that has none).
 function(fulcrum_test name)
-  cmake_parse_arguments(ARG "CLUSTER" "LABEL;TIMEOUT;SHARDS;COST" "SOURCES;DEPS;ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(ARG "CLUSTER" "LABEL;TIMEOUT;COST" "SOURCES;DEPS;ENVIRONMENT" ${ARGN})
   if(NOT ARG_LABEL)
     message(FATAL_ERROR "fulcrum_test(${name}): LABEL unit|integration|e2e is required")
   endif()
@@ -56,23 +54,10 @@ function(fulcrum_test name)
     # cpprestsdk work still in flight at exit is not ours to free (the file says which).
     list(APPEND environment "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/sanitizer/lsan.supp")
   endif()
-  if(ARG_SHARDS)
-    set(tests "")
-    foreach(shard RANGE 1 ${ARG_SHARDS})
-      math(EXPR index "${shard} - 1")
-      set(test ${name}_shard_${shard}_of_${ARG_SHARDS})
-      add_test(NAME ${test} COMMAND ${name} --gtest_color=no)
-      set_tests_properties(${test} PROPERTIES ENVIRONMENT
-        "${environment};GTEST_TOTAL_SHARDS=${ARG_SHARDS};GTEST_SHARD_INDEX=${index};${ARG_ENVIRONMENT}")
-      list(APPEND tests ${test})
-    endforeach()
-  else()
-    add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
-    set_tests_properties(${name} PROPERTIES ENVIRONMENT "${environment};${ARG_ENVIRONMENT}")
-    set(tests ${name})
-  endif()
-  set_tests_properties(${tests} PROPERTIES LABELS "${ARG_LABEL}" TIMEOUT ${ARG_TIMEOUT})
+  add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
+  set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABEL}" TIMEOUT ${ARG_TIMEOUT}
+    ENVIRONMENT "${environment};${ARG_ENVIRONMENT}")
   if(ARG_COST)
-    set_tests_properties(${tests} PROPERTIES COST ${ARG_COST})
+    set_tests_properties(${name} PROPERTIES COST ${ARG_COST})
   endif()
 endfunction()

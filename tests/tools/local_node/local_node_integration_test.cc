@@ -229,9 +229,11 @@ TEST_F(LocalNodeTest, TwoPodsOnOneNodeListenOnTheSamePortEachOnItsOwnIpAndBecome
 
 TEST_F(LocalNodeTest, ExecAndTcpProbesDecideReadinessAndExecRunsInThePodsMountNamespace) {
   // The exec probe looks for a file in an emptyDir mounted at /scratch: only a command in the
-  // pod's own mount namespace can see it. The file appears two seconds after the start.
-  nlohmann::json exec_pod =
-      ShellPod("exec-probed", "A100-SXM4-40GB", "sleep 2; touch /scratch/ready; sleep 600");
+  // pod's own mount namespace can see it. The file appears once the test has seen the pod not
+  // ready (it writes /record/go), not after a fixed delay that a loaded machine can outlast.
+  nlohmann::json exec_pod = ShellPod(
+      "exec-probed", "A100-SXM4-40GB",
+      "while [ ! -f /record/go ]; do sleep 0.2; done; touch /scratch/ready; sleep 600");
   exec_pod["spec"]["volumes"].push_back(
       {{"name", "scratch"}, {"emptyDir", nlohmann::json::object()}});
   exec_pod["spec"]["containers"][0]["volumeMounts"].push_back(
@@ -249,6 +251,7 @@ TEST_F(LocalNodeTest, ExecAndTcpProbesDecideReadinessAndExecRunsInThePodsMountNa
   ASSERT_TRUE(WaitForPhase("tcp-probed", "Running"));
   EXPECT_FALSE(ContainerStatus("exec-probed").value("ready", true))
       << "not ready before the file exists";
+  std::ofstream(host_dir_ + "/go") << "now";
   EXPECT_TRUE(WaitUntil([&] { return ContainerStatus("exec-probed").value("ready", false); }, 60s));
   EXPECT_TRUE(WaitUntil([&] { return ContainerStatus("tcp-probed").value("ready", false); }, 60s));
   EXPECT_FALSE(std::filesystem::exists("/scratch/ready"));
