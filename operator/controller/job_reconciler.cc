@@ -333,10 +333,9 @@ Result<LiveWorld> JobReconciler::Observe(const nlohmann::json& job, const JobSpe
     }
     workers.pods.push_back(std::move(pod));
   }
-  if (!spec.suspend) {
-    for (const coordinator::MemberSnapshot& member : world.training.members) {
-      if (member.releasable) workers.releasable.insert(member.pod);
-    }
+  for (const coordinator::MemberSnapshot& member : world.training.members) {
+    if (member.connected) workers.connected.insert(member.pod);
+    if (member.releasable && !spec.suspend) workers.releasable.insert(member.pod);
   }
   return world;
 }

@@ -84,9 +84,16 @@ WorkerDecisions DecideWorkers(const JobSpec& spec, const WorkerWorld& world) {
       continue;
     }
     // A lost node ends its pods however they look: a worker killed with its node is not a
-    // failure of the job (it does not count against backoffLimit).
+    // failure of the job (it does not count against backoffLimit). A NotReady node whose
+    // trainer still talks to the coordinator is not lost: Kubernetes itself leaves such pods
+    // bound for minutes (the unreachable taint's tolerationSeconds) to ride out control-plane
+    // outages.
     const auto health = world.nodes.find(pod.node);
-    if (!pod.node.empty() && health != world.nodes.end() && health->second != NodeHealth::kReady) {
+    const bool node_lost =
+        health != world.nodes.end() &&
+        (health->second == NodeHealth::kGone ||
+         (health->second == NodeHealth::kNotReady && !world.connected.contains(pod.name)));
+    if (!pod.node.empty() && node_lost) {
       decisions.remove.push_back({pod.name, pod.uid, RemovalReason::kNodeLost,
                                   /*force=*/health->second == NodeHealth::kGone});
       continue;

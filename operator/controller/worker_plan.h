@@ -51,6 +51,10 @@ struct WorkerWorld {
   std::vector<WorkerFailure> failures;  // recorded so far (status.workerFailures)
   // Pods the coordinator found releasable: the best split gives them nothing.
   std::set<std::string> releasable;
+  // Pods whose trainer holds its stream to the coordinator now: it runs, whatever its node's
+  // Ready condition says (a node goes NotReady when its lease lapses, as it does for every node
+  // across an API server outage, while its containers keep running).
+  std::set<std::string> connected;
   // The stored status still says Suspended: trainers that exited 0 did so on the STOP that
   // suspended the job, not because training finished.
   bool was_suspended = false;
@@ -59,7 +63,7 @@ struct WorkerWorld {
 
 enum class RemovalReason {
   kFailed,      // the pod failed: replaced after back-off, counted against backoffLimit
-  kNodeLost,    // its node is gone or NotReady
+  kNodeLost,    // its node is gone, or NotReady with the trainer not connected
   kScaledDown,  // replicas.max was lowered
   kFinished,    // the job ended (Failed, or suspended after its checkpoint)
   kReleased,    // its GPU cannot make the job faster: released instead of held idle

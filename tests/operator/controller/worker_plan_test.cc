@@ -196,6 +196,24 @@ TEST(WorkerPlan, WorkersOnLostNodesAreRemovedForcedOnlyWhenTheNodeIsGone) {
       << "a worker killed with its node is not the job's failure";
 }
 
+TEST(WorkerPlan, AWorkerOnANotReadyNodeWhoseTrainerIsConnectedStays) {
+  // Across an API server outage every node's lease lapses and the node controller marks them
+  // NotReady, while the trainers on them go on training and talking to the coordinator.
+  WorkerWorld world = World({Pod(0, "Running", "t4"), Pod(1, "Running", "t4")}, 0);
+  world.nodes = {{"t4", NodeHealth::kNotReady}};
+  world.connected = {"mixed-worker-0"};
+  const WorkerDecisions decisions = DecideWorkers(Spec(1, 2), world);
+  EXPECT_EQ(Removed(decisions, RemovalReason::kNodeLost),
+            std::vector<std::string>{"mixed-worker-1"})
+      << "only the worker whose trainer is not connected counts as lost with its node";
+
+  world.nodes = {{"t4", NodeHealth::kGone}};
+  world.connected = {"mixed-worker-0", "mixed-worker-1"};
+  EXPECT_EQ(Removed(DecideWorkers(Spec(1, 2), world), RemovalReason::kNodeLost),
+            (std::vector<std::string>{"mixed-worker-0", "mixed-worker-1"}))
+      << "a deleted node's pods go even while their trainers' streams have not yet dropped";
+}
+
 TEST(WorkerPlan, AReleasableWorkerIsRemovedAndNotReplacedBeyondTheCapacityLeft) {
   WorkerWorld world = World({Pod(0, "Running"), Pod(1, "Running"), Pod(2, "Running", "t4")}, 0);
   world.releasable = {"mixed-worker-2"};
