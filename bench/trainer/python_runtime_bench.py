@@ -126,6 +126,13 @@ def run_python(coordinator, steps, global_batch, image_size, hidden, slowdowns, 
             "final_batches": final_batches, "workdir": workdir}
 
 
+def generate_protocol_messages():
+    """In a source checkout the package's protocol messages exist only once generated (the
+    tests' conftest.py does it for pytest): make them before the ranks import the package."""
+    subprocess.run([sys.executable, "-m", "fulcrum.stubs"], cwd=os.path.join(ROOT, "python"),
+                   check=True, stdout=subprocess.DEVNULL)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
@@ -141,6 +148,7 @@ def main():
                         help="fulcrum-coordinator and fulcrum-trainer side by side "
                              "(default: --build-dir's)")
     args = parser.parse_args()
+    generate_protocol_messages()
     if args.device == "cuda" and not args.mps_percentages:
         parser.error("--device cuda needs --mps-percentages (the ranks' heterogeneity)")
     percentages = args.mps_percentages.split(",") if args.mps_percentages else []
