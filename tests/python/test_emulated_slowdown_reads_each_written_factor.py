@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from fulcrum.emulated_slowdown import EmulatedSlowdown
 
 
@@ -33,3 +35,16 @@ def test_a_file_that_is_not_a_factor_is_ignored_once_until_it_changes(tmp_path, 
     path.write_text("4\n")
     os.utime(path, ns=(os.stat(path).st_mtime_ns + 1_000_000,) * 2)
     assert slowdown.current() == 4.0
+
+
+def test_the_compute_lasts_factor_times_its_cpu_time_waiting_for_a_core_included():
+    # As fulcrum-trainer's EmulatedSlowdown::SleepSeconds: 30 ms of wall time, 20 ms of it
+    # computing, slowed 4x, ends 80 ms after it began; the 10 ms spent waiting for a core is
+    # neither multiplied nor added.
+    assert EmulatedSlowdown.sleep_seconds(4.0, 0.030, 0.020) == pytest.approx(4.0 * 0.020 - 0.030)
+    assert EmulatedSlowdown.sleep_seconds(3.0, 0.020, 0.020) == pytest.approx(2.0 * 0.020)
+    # More CPU than wall time (extra threads): never more than (factor - 1) x wall.
+    assert EmulatedSlowdown.sleep_seconds(2.0, 0.010, 0.035) == pytest.approx(0.010)
+    # Waiting longer than the emulated time: no sleep.
+    assert EmulatedSlowdown.sleep_seconds(2.0, 0.050, 0.020) == 0.0
+    assert EmulatedSlowdown.sleep_seconds(1.0, 0.030, 0.030) == 0.0

@@ -64,13 +64,15 @@ def why_not_sooner(coordinator: LocalCoordinator, since_step: int) -> str:
 
 
 def test_a_slowed_rank_gets_a_smaller_batch_within_20_steps_without_restarts(tmp_path):
-    # Every rank slowed 8x from the start (EMULATED), c then 48x: the step is mostly the emulated
-    # sleep, as on a GPU it is mostly compute, and sleeping ranks do not compete for this
-    # machine's cores, whose contention would otherwise blur the speeds the balancer measures.
+    # Every rank slowed 4x from the start (EMULATED), c then 24x: the step is mostly the emulated
+    # sleep, as on a GPU it is mostly compute; sleeping ranks do not compete for this machine's
+    # cores, and the time a rank waits for one overlaps its emulated time instead of adding to it
+    # (EmulatedSlowdown.sleep_seconds), so a loaded machine does not blur the speeds the balancer
+    # measures.
     coordinator = LocalCoordinator(tmp_path, "--global-batch", "96", "--min-workers", "3",
                                    "--max-workers", "3", "--settle-ms", "200")
     for pod in "abc":
-        (tmp_path / f"{pod}-slowdown").write_text("2\n")
+        (tmp_path / f"{pod}-slowdown").write_text("4\n")
     slowdown = tmp_path / "c-slowdown"
     try:
         for pod in "abc":
@@ -86,7 +88,7 @@ def test_a_slowed_rank_gets_a_smaller_batch_within_20_steps_without_restarts(tmp
         last = records(tmp_path, "c")[-1]
         slowed_at = last["step"] + 1  # the first step that can read the new factor
         before = last["batches"][last["rank"]]
-        slowdown.write_text("12\n")
+        slowdown.write_text("24\n")
         wait_until(lambda: any(line["step"] >= slowed_at and moved_off(line, before)
                                for line in records(tmp_path, "c"))
                    or last_step(tmp_path, "c") >= slowed_at + 3 * WITHIN_STEPS, 300,
