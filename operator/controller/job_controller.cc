@@ -8,7 +8,7 @@
 namespace fulcrum::controller {
 namespace {
 
-constexpr const char* kComponent = "controller";
+constexpr const char* kLoopLogComponent = "controller";
 
 kube::InformerOptions Watching(const std::string& ns, const std::string& label_selector = {}) {
   kube::InformerOptions options;
@@ -139,10 +139,10 @@ void JobController::EnqueueAll() {
 
 void JobController::Run(std::stop_token stop) {
   if (!WaitForSync(std::chrono::minutes(5))) {
-    log::Error(kComponent, "", "caches did not sync in 5 minutes; not reconciling");
+    log::Error(kLoopLogComponent, "", "caches did not sync in 5 minutes; not reconciling");
     return;
   }
-  log::Info(kComponent, "", "reconciling",
+  log::Info(kLoopLogComponent, "", "reconciling",
             {{"jobs", jobs_.store().size()}, {"workers", options_.workers}});
   auto queue = std::make_shared<kube::WorkQueue>();
   {
@@ -180,7 +180,7 @@ void JobController::Work(kube::WorkQueue& queue) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (observer_.reconciled) observer_.reconciled(seconds, !result.ok());
     if (!result.ok()) {
-      log::Warn(kComponent, *key, "reconcile failed; retrying with back-off",
+      log::Warn(kLoopLogComponent, *key, "reconcile failed; retrying with back-off",
                 {{"error", result.error().ToString()}, {"retries", queue.NumRequeues(*key)}});
       queue.AddRateLimited(*key);
     } else {

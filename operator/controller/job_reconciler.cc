@@ -18,7 +18,7 @@ namespace {
 using std::chrono::milliseconds;
 using SystemClock = std::chrono::system_clock;
 
-constexpr const char* kComponent = "controller";
+constexpr const char* kReconcilerLogComponent = "controller";
 
 JobPhase StoredPhase(const nlohmann::json& status) {
   return ParseJobPhase(status.is_object() ? status.value("phase", "") : "");
@@ -203,7 +203,8 @@ Status JobReconciler::Delete(const nlohmann::json& job, const JobSpec& spec) {
   const auto ours = std::find(finalizers.begin(), finalizers.end(), kFinalizer);
   if (ours == finalizers.end()) return Ok();
   finalizers.erase(ours);
-  log::Info(kComponent, spec.CoordinatorJobName(), "job deleted: removed from the coordinator");
+  log::Info(kReconcilerLogComponent, spec.CoordinatorJobName(),
+            "job deleted: removed from the coordinator");
   const nlohmann::json patch = {
       {"metadata",
        {{"finalizers", finalizers}, {"resourceVersion", job["metadata"]["resourceVersion"]}}}};
@@ -447,7 +448,7 @@ Result<ReconcileResult> JobReconciler::Finish(const nlohmann::json& job, const J
   ForgetWorkerPods(job_name);
   if (coordinator_.HasJob(job_name)) {
     (void)coordinator_.RemoveJob(job_name);
-    log::Info(kComponent, job_name, "job finished: removed from the coordinator",
+    log::Info(kReconcilerLogComponent, job_name, "job finished: removed from the coordinator",
               {{"phase", std::string(ToString(StoredPhase(status)))}});
   }
   const TtlDecision ttl = DecideTtl(spec, status.value("completionTime", ""), SystemClock::now());
@@ -458,7 +459,7 @@ Result<ReconcileResult> JobReconciler::Finish(const nlohmann::json& job, const J
   options.precondition_uid = spec.uid;
   Status deleted = writer_.Delete(HeteroTrainingJobs(), spec.ns, spec.name, options);
   if (!deleted.ok() && deleted.error().code != ErrorCode::kNotFound) return deleted.error();
-  log::Info(kComponent, job_name, "deleted after spec.ttlSecondsAfterFinished",
+  log::Info(kReconcilerLogComponent, job_name, "deleted after spec.ttlSecondsAfterFinished",
             {{"ttl_seconds", *spec.ttl_seconds_after_finished}});
   return ReconcileResult{};
 }

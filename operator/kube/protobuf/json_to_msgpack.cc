@@ -12,7 +12,7 @@
 namespace fulcrum::kube::protobuf {
 namespace {
 
-constexpr int kMaxDepth = 256;
+constexpr int kMaxJsonDepth = 256;
 
 bool IsSpace(char c) {
   return c == ' ' || c == '\n' || c == '\r' || c == '\t';
@@ -48,7 +48,7 @@ class Converter {
   }
 
   bool ScanValue(int depth) {
-    if (depth > kMaxDepth) return false;
+    if (depth > kMaxJsonDepth) return false;
     SkipSpace();
     if (position_ >= text_.size()) return false;
     const char c = text_[position_];

@@ -19,7 +19,7 @@ namespace {
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
 
-constexpr int kMaxDepth = 64;  // Kubernetes objects nest ~10 deep; guards hostile input
+constexpr int kMaxMessageDepth = 64;  // Kubernetes objects nest ~10 deep; guards hostile input
 
 Error Malformed(const Descriptor& type, std::string_view why) {
   return MakeError(ErrorCode::kInternal,
@@ -113,7 +113,7 @@ class Writer {
   Writer(const K8sSchema& schema, MsgpackWriter& out) : schema_(schema), out_(out) {}
 
   Status Message(const Descriptor& type, std::string_view wire, int depth) {
-    if (depth > kMaxDepth) return Malformed(type, "nested too deeply");
+    if (depth > kMaxMessageDepth) return Malformed(type, "nested too deeply");
     const MessageInfo& info = schema_.InfoOf(&type);
     if (info.special != SpecialType::kNone) return Special(type, info.special, wire);
     // MessagePack needs the number of keys first.
@@ -127,7 +127,7 @@ class Writer {
   // One key per field present (a repeated field's elements arrive one after another, as
   // Kubernetes' Go marshaller writes them); an inlined field counts its own keys.
   Result<std::size_t> CountKeys(const Descriptor& type, std::string_view wire, int depth) {
-    if (depth > kMaxDepth) return Malformed(type, "nested too deeply");
+    if (depth > kMaxMessageDepth) return Malformed(type, "nested too deeply");
     const MessageInfo& info = schema_.InfoOf(&type);
     std::size_t keys = 0;
     FieldOrder order;
@@ -394,7 +394,7 @@ Status CheckMessage(const K8sSchema& schema, const Descriptor& type, std::string
       return CheckMessage(schema, *type.map_value()->message_type(), value->bytes, depth);
     return Ok();
   }
-  if (depth > kMaxDepth) return Malformed(type, "nested too deeply");
+  if (depth > kMaxMessageDepth) return Malformed(type, "nested too deeply");
   const MessageInfo& info = schema.InfoOf(&type);
   if (info.special != SpecialType::kNone) {
     // Writer::Special reads fields 1 to 3 in any order and wire type, the last one winning.

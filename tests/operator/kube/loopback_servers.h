@@ -25,6 +25,10 @@
 
 namespace fulcrum::kube::testing {
 
+// The API server's answer when it sheds load (429), as its body.
+inline const std::string kTooManyRequestsStatus =
+    R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"slow down","reason":"TooManyRequests","code":429})";
+
 struct Reply {
   int status;
   std::string body;

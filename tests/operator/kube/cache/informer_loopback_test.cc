@@ -16,13 +16,12 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::kTooManyRequestsStatus;
 using testing::ScriptedServer;
 using testing::StallingServer;
 
 const std::string kEmptyList =
     R"({"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]})";
-const std::string kTooManyRequests =
-    R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"slow down","reason":"TooManyRequests","code":429})";
 
 std::shared_ptr<ApiClient> ClientOf(const std::string& url, RestOptions options = {}) {
   ClusterConfig config;
@@ -90,7 +89,7 @@ TEST(InformerStop, EndsAWaitForAClientSideRateLimitToken) {
 }
 
 TEST(InformerStop, EndsARetryAfterSleep) {
-  ScriptedServer server({{429, kTooManyRequests, "3600"}});
+  ScriptedServer server({{429, kTooManyRequestsStatus, "3600"}});
   ASSERT_TRUE(server.ok());
   auto informer =
       std::make_unique<Informer>(ClientOf(server.url()), resources::ConfigMaps(), JsonListsIn("x"));

@@ -9,10 +9,8 @@
 namespace fulcrum::kube {
 namespace {
 
+using testing::kTooManyRequestsStatus;
 using testing::ScriptedServer;
-
-const std::string kTooManyRequests =
-    R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"slow down","reason":"TooManyRequests","code":429})";
 
 std::unique_ptr<RestClient> ClientOf(const ScriptedServer& server, int max_retries = 10) {
   ClusterConfig config;
@@ -25,7 +23,7 @@ std::unique_ptr<RestClient> ClientOf(const ScriptedServer& server, int max_retri
 }
 
 TEST(RestClient, HonoursRetryAfterOn429) {
-  ScriptedServer server({{429, kTooManyRequests, "1"}, {200, R"({"kind":"Namespace"})", ""}});
+  ScriptedServer server({{429, kTooManyRequestsStatus, "1"}, {200, R"({"kind":"Namespace"})", ""}});
   ASSERT_TRUE(server.ok());
   auto client = ClientOf(server);
   const auto start = std::chrono::steady_clock::now();
@@ -39,7 +37,7 @@ TEST(RestClient, HonoursRetryAfterOn429) {
 }
 
 TEST(RestClient, GivesUpWithResourceExhaustedAfterMaxRetries) {
-  ScriptedServer server({{429, kTooManyRequests, "1"}});
+  ScriptedServer server({{429, kTooManyRequestsStatus, "1"}});
   ASSERT_TRUE(server.ok());
   auto client = ClientOf(server, /*max_retries=*/1);
   auto result = client->Get("/api/v1/namespaces/default");

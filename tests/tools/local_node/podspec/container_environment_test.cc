@@ -12,7 +12,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
-const PodRuntimeFacts kFacts{.pod_ip = "10.1.0.7", .host_ip = "192.168.0.2"};
+const PodRuntimeFacts kEnvironmentFacts{.pod_ip = "10.1.0.7", .host_ip = "192.168.0.2"};
 
 Json Pod(Json container) {
   return Json{{"metadata",
@@ -35,8 +35,8 @@ std::string Text(const Result<std::string>& value) {
 class ContainerEnvironmentTest : public ::testing::Test {
  protected:
   Result<std::vector<EnvVar>> Build(const Json& container, const std::vector<EnvVar>& base = {}) {
-    return BuildContainerEnvironment(Pod(container), container, "spec.containers[0]", kFacts,
-                                     references_, base);
+    return BuildContainerEnvironment(Pod(container), container, "spec.containers[0]",
+                                     kEnvironmentFacts, references_, base);
   }
   // The value of one variable built from `value_from`, or the error.
   Result<std::string> ValueFrom(const Json& value_from, const Json& resources = Json::object()) {
@@ -238,14 +238,15 @@ TEST_F(ContainerEnvironmentTest, RefusesWholeLabelMapsInEnv) {
 
 TEST(ResolveFieldRef, FormatsWholeMapsAsSortedQuotedLinesWhenAllowed) {
   Json pod = {{"metadata", {{"labels", {{"b", "2"}, {"a", "say \"hi\"\n"}}}}}};
-  Result<std::string> labels = ResolveFieldRef(pod, "metadata.labels", kFacts, true, "f");
+  Result<std::string> labels =
+      ResolveFieldRef(pod, "metadata.labels", kEnvironmentFacts, true, "f");
   ASSERT_TRUE(labels.ok()) << labels.error().ToString();
   EXPECT_EQ(*labels, "a=\"say \\\"hi\\\"\\n\"\nb=\"2\"");
 }
 
 TEST(ResolveFieldRef, RefusesASubscriptOnAFieldThatIsNotAMap) {
   Result<std::string> value =
-      ResolveFieldRef(Json::object(), "metadata.name['x']", kFacts, true, "the.field");
+      ResolveFieldRef(Json::object(), "metadata.name['x']", kEnvironmentFacts, true, "the.field");
   ASSERT_FALSE(value.ok());
   EXPECT_EQ(value.error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(value.error().field, "the.field");

@@ -22,7 +22,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
-const PodRuntimeFacts kFacts{.pod_ip = "10.1.0.7", .host_ip = "192.168.0.2"};
+const PodRuntimeFacts kVolumeFacts{.pod_ip = "10.1.0.7", .host_ip = "192.168.0.2"};
 
 using fulcrum::testing::ReadFile;
 
@@ -56,7 +56,7 @@ class VolumesTest : public ::testing::Test {
   }
   Result<std::vector<PreparedVolume>> Prepare(const Json& volumes,
                                               const Json& containers = Json::array()) {
-    return PrepareVolumes(Pod(volumes, containers), kFacts, references_, pod_dir_);
+    return PrepareVolumes(Pod(volumes, containers), kVolumeFacts, references_, pod_dir_);
   }
   fs::path VolumeDir(const std::string& name) const { return pod_dir_ / "volumes" / name; }
 
