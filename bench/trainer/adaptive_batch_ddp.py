@@ -2,10 +2,10 @@
 """PyTorch DDP baseline for adaptive_batch_bench.py, with EMULATED heterogeneity: fulcrum-trainer's
 built-in MLP twin (64 -> hidden -> hidden -> classes, ReLU) on a packed dataset, plain
 DistributedDataParallel over Gloo with equal local batches, SGD momentum 0.9, one epoch-wise
-permutation shared by the ranks, the same emulated sleep as ddp_baseline.py (until factor
-times the compute's CPU time has passed, where DDP starts the all-reduce), and rank 0
-evaluating the whole evaluation set every --eval-every steps. Each rank writes JSON lines
-("started", "evaluated" with loss and accuracy, "finished") to WORKDIR/rank-R.log, with ISO timestamps as fulcrum-trainer's.
+permutation shared by the ranks, the same emulated sleep as ddp_baseline.py (factor - 1 times
+the compute's CPU time, where DDP starts the all-reduce), and rank 0 evaluating the whole
+evaluation set every --eval-every steps. Each rank writes JSON lines ("started", "evaluated" with
+loss and accuracy, "finished") to WORKDIR/rank-R.log, with ISO timestamps as fulcrum-trainer's.
 """
 import argparse
 import datetime
@@ -61,7 +61,7 @@ def worker(args):
             cpu = time.process_time() - clock["cpu"]
             future = default_hooks.allreduce_hook(state, bucket)
             if slowdown > 1.0:
-                time.sleep(max(0.0, slowdown * max(0.0, min(wall, cpu)) - wall))
+                time.sleep((slowdown - 1.0) * max(0.0, min(wall, cpu)))
             return future
         return default_hooks.allreduce_hook(state, bucket)
     ddp.register_comm_hook(None, slowed_allreduce)

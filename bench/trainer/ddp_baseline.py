@@ -12,10 +12,10 @@ same 9,962 parameters at hidden 16), on the same synthetic data (dataset.cc's Sp
 Box-Muller samples and teacher labels, bit for bit up to the labels' float64 summation order;
 generated inside the step as the trainer does), with the same optimizer (SGD, lr 0.05,
 momentum 0.9) and the same emulated slowdown: after a rank's forward and backward it sleeps
-until factor x the CPU time that compute used (capped by its wall time) has passed since the
-compute began (EmulatedSlowdown::SleepSeconds). The sleep happens in a DDP communication hook,
-where DDP starts the gradient all-reduce: before starting it, as fulcrum-trainer and the Python
-package sleep before their last bucket goes out (a slow GPU finishes backward late; issue 25).
+(factor - 1) x the CPU time that compute used, capped by its wall time
+(EmulatedSlowdown::SleepSeconds). The sleep happens in a DDP communication hook, where DDP
+starts the gradient all-reduce: before starting it, as fulcrum-trainer and the Python package
+sleep before their last bucket goes out (a slow GPU finishes backward late; issue 25).
 --slowdown-after-allreduce-start sleeps after starting it instead, so the all-reduce runs during
 the sleep: the order fulcrum-trainer had before 6f762ea, which hid a slowed rank's all-reduce.
 
@@ -223,7 +223,7 @@ def worker(args):
         clock["slept"] = True
         wall = time.perf_counter() - clock["wall"]
         cpu = time.process_time() - clock["cpu"]
-        sleep = max(0.0, slowdown * max(0.0, min(wall, cpu)) - wall) if slowdown > 1.0 else 0.0
+        sleep = (slowdown - 1.0) * max(0.0, min(wall, cpu)) if slowdown > 1.0 else 0.0
         future = default_hooks.allreduce_hook(state, bucket) if args.slowdown_after_allreduce_start else None
         if sleep > 0:
             time.sleep(sleep)

@@ -1,12 +1,9 @@
 """Emulated heterogeneity for tests, demos and benchmarks only, as in fulcrum-trainer
 (trainer_image/trainer/device/emulated_slowdown.cc): after a step's compute the process sleeps
-until factor x the compute's own CPU time (capped by its wall time) has passed since it began,
-before the last gradient bucket goes out, as a slower GPU would finish backward later. Time spent
-waiting for a core other emulated workers hold is not work a slower GPU would do: it overlaps the
-emulated time instead of adding to it, so a loaded machine does not blur the factor. The
-factor comes from $FULCRUM_EMULATED_SLOWDOWN and, while running, from the file
-$FULCRUM_SLOWDOWN_FILE (which fulcrum-local-node rewrites from a node's emulated-slowdown
-label) whenever it changes.
+(factor - 1) x the compute's own CPU time (capped by its wall time), before the last gradient
+bucket goes out, as a slower GPU would finish backward later. The factor comes from
+$FULCRUM_EMULATED_SLOWDOWN and, while running, from the file $FULCRUM_SLOWDOWN_FILE (which
+fulcrum-local-node rewrites from a node's emulated-slowdown label) whenever it changes.
 Every change is logged and labelled as EMULATION: no GPU is slowed.
 """
 
@@ -70,5 +67,4 @@ class EmulatedSlowdown:
     def sleep_seconds(factor: float, wall_seconds: float, cpu_seconds: float) -> float:
         if not factor > 1.0:
             return 0.0
-        compute = max(0.0, min(wall_seconds, cpu_seconds))
-        return max(0.0, factor * compute - wall_seconds)
+        return (factor - 1.0) * max(0.0, min(wall_seconds, cpu_seconds))

@@ -37,14 +37,11 @@ def test_a_file_that_is_not_a_factor_is_ignored_once_until_it_changes(tmp_path, 
     assert slowdown.current() == 4.0
 
 
-def test_the_compute_lasts_factor_times_its_cpu_time_waiting_for_a_core_included():
+def test_it_sleeps_factor_minus_one_times_the_cpu_time_the_compute_used():
     # As fulcrum-trainer's EmulatedSlowdown::SleepSeconds: 30 ms of wall time, 20 ms of it
-    # computing, slowed 4x, ends 80 ms after it began; the 10 ms spent waiting for a core is
-    # neither multiplied nor added.
-    assert EmulatedSlowdown.sleep_seconds(4.0, 0.030, 0.020) == pytest.approx(4.0 * 0.020 - 0.030)
-    assert EmulatedSlowdown.sleep_seconds(3.0, 0.020, 0.020) == pytest.approx(2.0 * 0.020)
+    # computing; the 10 ms spent waiting for a shared core is not multiplied.
+    assert EmulatedSlowdown.sleep_seconds(4.0, 0.030, 0.020) == pytest.approx(3.0 * 0.020)
     # More CPU than wall time (extra threads): never more than (factor - 1) x wall.
     assert EmulatedSlowdown.sleep_seconds(2.0, 0.010, 0.035) == pytest.approx(0.010)
-    # Waiting longer than the emulated time: no sleep.
-    assert EmulatedSlowdown.sleep_seconds(2.0, 0.050, 0.020) == 0.0
     assert EmulatedSlowdown.sleep_seconds(1.0, 0.030, 0.030) == 0.0
+    assert EmulatedSlowdown.sleep_seconds(3.0, 0.030, -1.0) == 0.0

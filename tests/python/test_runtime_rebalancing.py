@@ -65,10 +65,10 @@ def why_not_sooner(coordinator: LocalCoordinator, since_step: int) -> str:
 
 def test_a_slowed_rank_gets_a_smaller_batch_within_20_steps_without_restarts(tmp_path):
     # Every rank slowed 4x from the start (EMULATED), c then 24x: the step is mostly the emulated
-    # sleep, as on a GPU it is mostly compute; sleeping ranks do not compete for this machine's
-    # cores, and the time a rank waits for one overlaps its emulated time instead of adding to it
-    # (EmulatedSlowdown.sleep_seconds), so a loaded machine does not blur the speeds the balancer
-    # measures.
+    # sleep, as on a GPU it is mostly compute, and sleeping ranks do not compete for this
+    # machine's cores. The time a rank waits for a core adds to every rank's step alike
+    # (EmulatedSlowdown.sleep_seconds multiplies only the CPU time), so the larger the factors,
+    # the less a loaded machine shrinks c's measured 6x.
     coordinator = LocalCoordinator(tmp_path, "--global-batch", "96", "--min-workers", "3",
                                    "--max-workers", "3", "--settle-ms", "200")
     for pod in "abc":

@@ -37,8 +37,7 @@ double EmulatedSlowdown::Current(const std::string& job) {
 
 double EmulatedSlowdown::SleepSeconds(double factor, double wall_seconds, double cpu_seconds) {
   if (!(factor > 1.0)) return 0.0;
-  const double compute = std::max(0.0, std::min(wall_seconds, cpu_seconds));
-  return std::max(0.0, factor * compute - wall_seconds);
+  return (factor - 1.0) * std::max(0.0, std::min(wall_seconds, cpu_seconds));
 }
 
 double ProcessCpuSeconds() {

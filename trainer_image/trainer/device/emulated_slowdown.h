@@ -1,14 +1,11 @@
-// Emulated heterogeneity for tests, demos and benchmarks only: a step's compute is made to last
-// factor x its measured compute time, by sleeping after it. The factor comes from
+// Emulated heterogeneity for tests, demos and benchmarks only: after each step's compute the
+// trainer sleeps (factor - 1) x the measured compute time. The factor comes from
 // --emulated-slowdown and, while running, from --slowdown-file when that file changes.
 //
 // "Measured compute time" is the CPU time the compute used, capped by its wall time. Emulated
 // workers share this machine's cores; time spent waiting for a core another emulated worker
-// holds is an artefact of the emulation, not work a slower GPU would do: it is neither
-// multiplied by the factor (with wall time it was, which made a 4x worker 4x as noisy) nor added
-// to the emulated time, which it overlaps (the sleep is shortened by it), so that a worker
-// slowed f x reads f x its CPU time however loaded the machine is, as long as the waiting is
-// shorter than the emulated time.
+// holds is an artefact of the emulation, not work a slower GPU would do, so it is not
+// multiplied by the factor (with wall time it was, which made a 4x worker 4x as noisy).
 #pragma once
 
 #include <filesystem>
@@ -23,7 +20,7 @@ class EmulatedSlowdown {
   double Current(const std::string& job);
 
   // How long to sleep after a compute that took `wall_seconds` and used `cpu_seconds` of this
-  // process's CPU time: until factor x min(wall, cpu) has passed since the compute began.
+  // process's CPU time.
   static double SleepSeconds(double factor, double wall_seconds, double cpu_seconds);
 
  private:
