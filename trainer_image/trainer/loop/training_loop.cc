@@ -1190,7 +1190,10 @@ Result<bool> Trainer::TrainStep(Collective& collective, const fulcrum::v1::Assig
                                                  global_batch * sample_efficiency_)
                           : LearningRateAt(base_learning_rate_, config_.schedule, progress_.step,
                                            TotalSteps(static_cast<int64_t>(global_batch)));
-      optimizer_->Step(parameters_, learning_rate);
+      std::vector<torch::Tensor> mean_gradients;
+      mean_gradients.reserve(parameters_.size());
+      for (const torch::Tensor& parameter : parameters_) mean_gradients.push_back(parameter.grad());
+      optimizer_->Step(parameters_, mean_gradients, learning_rate);
     } else {
       ++overflow_steps_;
       log::Warn("trainer", job(),

@@ -11,13 +11,6 @@ std::vector<torch::Tensor> ZerosLike(const std::vector<torch::Tensor>& parameter
   return zeros;
 }
 
-std::vector<torch::Tensor> Gradients(const std::vector<torch::Tensor>& parameters) {
-  std::vector<torch::Tensor> gradients;
-  gradients.reserve(parameters.size());
-  for (const torch::Tensor& parameter : parameters) gradients.push_back(parameter.grad());
-  return gradients;
-}
-
 std::vector<std::string> SlotNames(const std::string& slot,
                                    const std::vector<std::string>& parameter_names) {
   std::vector<std::string> names;
@@ -35,9 +28,10 @@ class MomentumSgd final : public Optimizer {
  public:
   MomentumSgd(const OptimizerOptions& options, const std::vector<torch::Tensor>& parameters)
       : options_(options), buffers_(ZerosLike(parameters)) {}
-  void Step(const std::vector<torch::Tensor>& parameters, double learning_rate) override {
+  void Step(const std::vector<torch::Tensor>& parameters,
+            const std::vector<torch::Tensor>& mean_gradients, double learning_rate) override {
     torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> gradients = Gradients(parameters);
+    std::vector<torch::Tensor> gradients = mean_gradients;
     if (options_.weight_decay != 0.0) {
       gradients = at::_foreach_add(gradients, parameters, options_.weight_decay);
     }
@@ -70,7 +64,8 @@ class Adam final : public Optimizer {
         first_(ZerosLike(parameters)),
         second_(ZerosLike(parameters)),
         steps_(torch::zeros({1}, torch::kFloat64)) {}
-  void Step(const std::vector<torch::Tensor>& parameters, double learning_rate) override {
+  void Step(const std::vector<torch::Tensor>& parameters,
+            const std::vector<torch::Tensor>& mean_gradients, double learning_rate) override {
     torch::NoGradGuard no_grad;
     constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEpsilon = 1e-8;
     steps_ += 1;
@@ -78,7 +73,7 @@ class Adam final : public Optimizer {
     const double correction1 = 1.0 - std::pow(kBeta1, t);
     const double correction2 = 1.0 - std::pow(kBeta2, t);
     const bool decoupled = options_.kind == OptimizerKind::kAdamW;
-    std::vector<torch::Tensor> gradients = Gradients(parameters);
+    std::vector<torch::Tensor> gradients = mean_gradients;
     if (options_.weight_decay != 0.0) {
       if (decoupled) {
         at::_foreach_mul_(parameters, 1.0 - learning_rate * options_.weight_decay);

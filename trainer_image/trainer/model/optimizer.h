@@ -16,9 +16,12 @@ namespace fulcrum::trainer {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // p <- update(p, p.grad) at this step's learning rate (learning_rate_schedule.h); grads hold
-  // the global mean gradient.
-  virtual void Step(const std::vector<torch::Tensor>& parameters, double learning_rate) = 0;
+  // p <- update(p, g) at this step's learning rate (learning_rate_schedule.h), g the global mean
+  // gradient of p, one per parameter and laid out as it. Every update is element-wise, so an
+  // optimizer made over slices of a flat parameter buffer, given the same slices of the flat
+  // gradients, makes the same update on them (a shard's update under --sharding).
+  virtual void Step(const std::vector<torch::Tensor>& parameters,
+                    const std::vector<torch::Tensor>& gradients, double learning_rate) = 0;
   // Every tensor of state, in a fixed order (float64 scalars included as 1-element tensors).
   virtual std::vector<torch::Tensor> State() = 0;
   // State()'s names, as checkpoints carry them: "<slot>/<parameter>" (slots as PyTorch's
