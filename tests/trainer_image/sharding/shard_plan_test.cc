@@ -40,6 +40,8 @@ TEST(PlanShards, CoversTheWholeSpaceContiguouslyWithBoundariesOnTheAlignment) {
 TEST(PlanShards, ARankOfWeightZeroHoldsNothingAndTheLastHolderEndsTheSpace) {
   EXPECT_EQ(Plan(100, {1, 0, 1}, 1), (std::vector<ShardRange>{{0, 50}, {50, 50}, {50, 100}}));
   EXPECT_EQ(Plan(100, {1, 1, 0}, 1), (std::vector<ShardRange>{{0, 50}, {50, 100}, {100, 100}}));
+  // Off the alignment too: the last holder ends at the last element, not at a multiple of 16.
+  EXPECT_EQ(Plan(100, {1, 1, 0}, 16), (std::vector<ShardRange>{{0, 48}, {48, 100}, {100, 100}}));
 }
 
 TEST(PlanShards, ASpaceSmallerThanTheAlignmentGoesWholeToTheLastHolder) {

@@ -29,8 +29,10 @@ Result<std::vector<ShardRange>> PlanShards(int64_t elements, std::span<const dou
   int64_t begin = 0;
   for (std::size_t rank = 0; rank < weights.size(); ++rank) {
     cumulative += weights[rank];
+    // The last rank of positive weight ends the space (the sum up to it is the total, added in
+    // the same order); every boundary before it is rounded.
     int64_t end = elements;
-    if (rank + 1 < weights.size()) {
+    if (cumulative < total) {
       // The exact boundary, rounded to the nearest multiple of the alignment.
       const long double exact = static_cast<long double>(elements) * cumulative / total;
       end = static_cast<int64_t>(std::llround(exact / static_cast<long double>(alignment))) *
@@ -41,15 +43,6 @@ Result<std::vector<ShardRange>> PlanShards(int64_t elements, std::span<const dou
     if (weights[rank] == 0.0) end = begin;
     plan[rank] = ShardRange{begin, end};
     begin = end;
-  }
-  // The last rank of positive weight ends at `elements` (ranks after it hold nothing).
-  for (std::size_t rank = weights.size(); rank-- > 0;) {
-    if (weights[rank] > 0.0) {
-      plan[rank].end = elements;
-      for (std::size_t after = rank + 1; after < plan.size(); ++after)
-        plan[after] = ShardRange{elements, elements};
-      break;
-    }
   }
   return plan;
 }
