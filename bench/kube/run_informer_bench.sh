@@ -27,7 +27,10 @@ build_dir="$(cd "$build_dir" && pwd)"  # the Go build below runs in another dire
 cpp_bench="$build_dir/bench/kube/kube_informer_bench"
 [[ -x $cpp_bench ]] || { echo "build it first: ninja -C $build_dir kube_informer_bench" >&2; exit 2; }
 go_bench="$build_dir/bench/kube/clientgo-informer-bench"
-(cd "$root/bench/kube/clientgo" && GOTOOLCHAIN=local go build -o "$go_bench" .) >&2
+# -trimpath, as scripts/setup builds Kubernetes: this module pins the same versions of client-go and
+# every dependency, so with the same flags all 702 packages it imports come from the Go build
+# cache that setup filled, and only this program is compiled and linked (docs/development.md).
+(cd "$root/bench/kube/clientgo" && GOTOOLCHAIN=local go build -trimpath -o "$go_bench" .) >&2
 
 dir="$(mktemp -d /tmp/fulcrum-kube-bench-XXXXXX)"
 "$root/tests/cluster/up" --dir "$dir" >&2
