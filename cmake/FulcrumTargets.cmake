@@ -46,13 +46,6 @@ function(fulcrum_test name)
     target_link_libraries(${name} PRIVATE ${ARG_DEPS} fulcrum_test_support GTest::gmock GTest::gtest_main)
   endif()
   fulcrum_strict(${name})
-  # A test's own files are compiled without optimisation: the code under test is in the libraries,
-  # compiled as it ships, and half of every cold build was the test files' code generation
-  # (docs/development.md, "CI time"). Not for a test that reuses the precompiled torch header
-  # (fulcrum_torch_pch): the header was made with the build type's optimisation, and a compile
-  # whose __OPTIMIZE__ differs cannot use it.
-  target_compile_options(${name} PRIVATE
-    $<$<NOT:$<BOOL:$<TARGET_PROPERTY:FULCRUM_REUSES_TORCH_PCH>>>:-O0>)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
